@@ -1,0 +1,150 @@
+// Backends and devices.
+//
+// A device is one GPU (hip backend) or one CPU-emulated device (host
+// backend). It owns a stream-ordered memory pool, an event pool and the
+// fallback reclaimer. Devices are reference counted and thread-safe.
+#ifndef HIPLINE_DEVICE_H_
+#define HIPLINE_DEVICE_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hipline/allocator.h"
+#include "hipline/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hl_device_t hl_device_t;
+
+typedef enum hl_backend_kind_e {
+  HL_BACKEND_AUTO = 0,  // hip when a device exists, otherwise host.
+  HL_BACKEND_HOST = 1,
+  HL_BACKEND_HIP = 2,
+} hl_backend_kind_t;
+
+// Returns "auto", "host" or "hip".
+HL_API const char* hl_backend_kind_name(hl_backend_kind_t kind);
+
+// What one backend can do on this machine.
+typedef struct hl_backend_info_t {
+  hl_backend_kind_t kind;
+  bool available;
+  int device_count;
+  // Why the backend is unavailable ("libamdhip64.so.5: hipInit returned
+  // hipErrorNoDevice"), or "" when it is available.
+  char reason[256];
+} hl_backend_info_t;
+
+// Probes |kind| (HOST or HIP) without creating a device. Never fails for an
+// unavailable backend: |out_info->available| is false with the reason.
+HL_API hl_status_t hl_backend_query(hl_backend_kind_t kind,
+                                    hl_backend_info_t* out_info);
+
+// Resolves |requested| to a concrete backend. AUTO consults HIPLINE_BACKEND
+// (auto|hip|host) and then picks hip when a device exists, host otherwise.
+// An explicit request for an unavailable backend is UNAVAILABLE with the
+// reason; an invalid HIPLINE_BACKEND is INVALID_ARGUMENT naming it.
+HL_API hl_status_t hl_backend_resolve(hl_backend_kind_t requested,
+                                      hl_backend_kind_t* out_kind);
+
+// How a root whose last reference drops without a dealloca is freed.
+typedef enum hl_fallback_mode_e {
+  HL_FALLBACK_DEFAULT = 0,  // HIPLINE_FALLBACK, else FRONTIER.
+  HL_FALLBACK_FRONTIER = 1,     // Free once every queue reaches its value at
+                                // release time; never blocks the caller.
+  HL_FALLBACK_DEVICE_SYNC = 2,  // Drain every queue, then free (blocking).
+} hl_fallback_mode_t;
+
+// Returns "frontier" or "device-sync" ("default" for DEFAULT).
+HL_API const char* hl_fallback_mode_name(hl_fallback_mode_t mode);
+
+// Reuse policies of the stream-ordered pool (as hipMemPoolReuse*).
+enum {
+  HL_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1u << 0,
+  HL_POOL_REUSE_ALLOW_OPPORTUNISTIC = 1u << 1,
+  HL_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES = 1u << 2,
+  HL_POOL_REUSE_ALL = 7u,
+};
+
+// Pool attributes, as set on a device and reported by it.
+typedef struct hl_pool_attributes_t {
+  // Bytes the pool keeps reserved when idle; freed blocks beyond this are
+  // returned to the system at synchronization points. UINT64_MAX keeps all.
+  uint64_t release_threshold;
+  uint32_t reuse_flags;  // HL_POOL_REUSE_* bits.
+  // Upper bound on reserved bytes (0: the device's memory size).
+  uint64_t limit_bytes;
+} hl_pool_attributes_t;
+
+typedef struct hl_device_options_t {
+  hl_backend_kind_t backend;  // AUTO: see hl_backend_resolve.
+  int ordinal;                // Device index within the backend.
+  hl_fallback_mode_t fallback;
+  // Each pool field applies only when its |*_set| flag is true; otherwise
+  // HIPLINE_POOL_RELEASE_THRESHOLD / the backend default applies.
+  hl_pool_attributes_t pool;
+  bool pool_release_threshold_set;
+  bool pool_reuse_flags_set;
+  // -1: HIPLINE_CHECKED decides (default off); 0 or 1 forces it.
+  int checked;
+} hl_device_options_t;
+
+// Fills |out_options| with defaults (everything from the environment).
+HL_API void hl_device_options_initialize(hl_device_options_t* out_options);
+
+// Checks every HIPLINE_* variable this library reads and returns the first
+// invalid one (INVALID_ARGUMENT naming the variable, the value and the
+// accepted values), or OK.
+HL_API hl_status_t hl_environment_check(void);
+
+// Creates a device. Environment values are read here; an invalid one fails
+// the creation. The device is released with hl_device_release.
+HL_API hl_status_t hl_device_create(const hl_device_options_t* options,
+                                    hl_allocator_t host_allocator,
+                                    hl_device_t** out_device);
+HL_API void hl_device_retain(hl_device_t* device);
+// Releases |device|. The last release drains every queue (waits for work in
+// flight), then frees the pool, events and streams.
+HL_API void hl_device_release(hl_device_t* device);
+
+typedef struct hl_device_properties_t {
+  hl_backend_kind_t backend;
+  int ordinal;
+  char name[256];
+  // Target id such as "gfx90a:sramecc+:xnack-", "sm_90" or "host".
+  char target[128];
+  uint64_t memory_bytes;
+  int compute_units;
+} hl_device_properties_t;
+
+// Properties of device |ordinal| of |kind| without creating a device.
+HL_API hl_status_t hl_backend_device_properties(
+    hl_backend_kind_t kind, int ordinal, hl_device_properties_t* out_props);
+
+HL_API hl_status_t hl_device_properties(hl_device_t* device,
+                                        hl_device_properties_t* out_props);
+
+// The effective fallback mode and checked flag of |device|.
+HL_API hl_fallback_mode_t hl_device_fallback_mode(const hl_device_t* device);
+HL_API bool hl_device_checked(const hl_device_t* device);
+
+// Pool attributes in force on |device|.
+HL_API hl_status_t hl_device_pool_attributes(hl_device_t* device,
+                                             hl_pool_attributes_t* out_attrs);
+
+// Returns pool memory above |min_bytes_to_keep| reserved bytes to the system.
+HL_API hl_status_t hl_device_trim(hl_device_t* device,
+                                  uint64_t min_bytes_to_keep);
+
+// Blocks until every queue of |device| has finished all submitted work or
+// |deadline| passes (DEADLINE_EXCEEDED).
+HL_API hl_status_t hl_device_wait_idle(hl_device_t* device, int64_t deadline);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // HIPLINE_DEVICE_H_

@@ -1,0 +1,204 @@
+// The backend contract: one narrow vtable over one device.
+//
+// Both runtime/backend/host and runtime/backend/hip implement it; the layers
+// above (timeline, memory, executable) use nothing else from a backend.
+//
+// Preconditions shared by every entry point:
+// - |backend| is a live object made by the backend's create function;
+// - handles passed in were made by the same backend object and not destroyed;
+// - every entry is thread-safe unless stated otherwise;
+// - no entry may be called from inside a host function running on a stream
+//   (HIP forbids API calls from stream callbacks; the host backend mirrors
+//   that rule so code that works here works there), except where noted;
+// - failures are statuses that name the call that failed; a vendor error
+//   carries the vendor's error name ("hipErrorOutOfMemory").
+#ifndef HIPLINE_RUNTIME_BACKEND_BACKEND_H_
+#define HIPLINE_RUNTIME_BACKEND_BACKEND_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hipline/allocator.h"
+#include "hipline/device.h"
+#include "hipline/status.h"
+
+typedef struct hl_backend_t hl_backend_t;
+typedef struct hl_backend_stream_t hl_backend_stream_t;
+typedef struct hl_backend_event_t hl_backend_event_t;
+typedef struct hl_backend_module_t hl_backend_module_t;
+typedef struct hl_backend_function_t hl_backend_function_t;
+
+// Runs on the stream's own thread (host) or a driver thread (hip) once all
+// earlier work on the stream has completed. It must not block for long and
+// must not call into the backend.
+typedef void (*hl_host_fn_t)(void* user);
+
+typedef struct hl_backend_pool_stats_t {
+  uint64_t used_bytes;           // Bytes handed out and not yet freed.
+  uint64_t used_high_bytes;      // Peak of used_bytes.
+  uint64_t reserved_bytes;       // Bytes the pool holds from the system.
+  uint64_t reserved_high_bytes;  // Peak of reserved_bytes.
+  uint64_t alloc_count;
+  uint64_t free_count;
+  uint64_t fail_count;     // Allocations that returned out-of-memory.
+  uint64_t reuse_count;    // Allocations served from a freed block.
+  uint64_t trim_count;     // Blocks returned to the system.
+} hl_backend_pool_stats_t;
+
+typedef struct hl_backend_counts_t {
+  int64_t live_streams;
+  int64_t live_events;
+  int64_t live_blocks;  // Allocations not yet freed (used + cached blocks).
+  int64_t live_modules;
+} hl_backend_counts_t;
+
+typedef struct hl_dim3_t {
+  uint32_t x, y, z;
+} hl_dim3_t;
+
+typedef struct hl_launch_config_t {
+  hl_dim3_t grid;   // In blocks.
+  hl_dim3_t block;  // In threads.
+  uint32_t shared_bytes;
+} hl_launch_config_t;
+
+// A host "code object": the kernels the host backend can launch. The
+// executable layer hands this to module_load for the "host" target.
+typedef void (*hl_host_kernel_fn_t)(void** params,
+                                    const hl_launch_config_t* config);
+typedef struct hl_host_kernel_t {
+  const char* name;
+  hl_host_kernel_fn_t fn;
+  uint32_t param_count;
+  uint32_t param_sizes[16];  // Bytes of each kernel parameter.
+} hl_host_kernel_t;
+typedef struct hl_host_code_object_t {
+  uint32_t magic;  // HL_HOST_CODE_OBJECT_MAGIC
+  uint32_t kernel_count;
+  const hl_host_kernel_t* kernels;
+} hl_host_code_object_t;
+#define HL_HOST_CODE_OBJECT_MAGIC 0x484c484fu  // "HLHO"
+
+typedef struct hl_backend_vtable_t {
+  // Destroys the device object. All streams, events and modules must have
+  // been destroyed; the pool's memory is returned to the system.
+  void (*destroy)(hl_backend_t* backend);
+
+  hl_status_t (*query_properties)(hl_backend_t* backend,
+                                  hl_device_properties_t* out_props);
+
+  // Streams execute their work in FIFO order.
+  hl_status_t (*stream_create)(hl_backend_t* backend,
+                               hl_backend_stream_t** out_stream);
+  // Waits for the stream's work to finish, then destroys it.
+  void (*stream_destroy)(hl_backend_t* backend, hl_backend_stream_t* stream);
+  hl_status_t (*stream_synchronize)(hl_backend_t* backend,
+                                    hl_backend_stream_t* stream);
+
+  // Events mark a point on a stream. A recorded event completes when the work
+  // enqueued on that stream before the record completes. An event never
+  // recorded counts as complete.
+  hl_status_t (*event_create)(hl_backend_t* backend,
+                              hl_backend_event_t** out_event);
+  void (*event_destroy)(hl_backend_t* backend, hl_backend_event_t* event);
+  hl_status_t (*event_record)(hl_backend_t* backend, hl_backend_event_t* event,
+                              hl_backend_stream_t* stream);
+  // *out_complete is true when the event has completed. Callable from host
+  // functions.
+  hl_status_t (*event_query)(hl_backend_t* backend, hl_backend_event_t* event,
+                             bool* out_complete);
+  hl_status_t (*event_synchronize)(hl_backend_t* backend,
+                                   hl_backend_event_t* event);
+  hl_status_t (*event_elapsed_ms)(hl_backend_t* backend,
+                                  hl_backend_event_t* start,
+                                  hl_backend_event_t* end, float* out_ms);
+  // Later work on |stream| waits for the event's most recent record as of
+  // this call (re-recording the event afterwards does not change the wait).
+  hl_status_t (*stream_wait_event)(hl_backend_t* backend,
+                                   hl_backend_stream_t* stream,
+                                   hl_backend_event_t* event);
+
+  // Runs |fn(user)| in stream order.
+  hl_status_t (*launch_host_func)(hl_backend_t* backend,
+                                  hl_backend_stream_t* stream, hl_host_fn_t fn,
+                                  void* user);
+
+  hl_status_t (*memcpy_async)(hl_backend_t* backend, void* dst,
+                              const void* src, size_t size,
+                              hl_backend_stream_t* stream);
+  // Sets |count| 32-bit words at |dst| (4-byte aligned) to |value|.
+  hl_status_t (*memset32_async)(hl_backend_t* backend, void* dst,
+                                uint32_t value, size_t count,
+                                hl_backend_stream_t* stream);
+
+  // Stream-ordered allocation from the device pool: the memory is usable by
+  // work enqueued on |stream| after this call. Out of memory is
+  // RESOURCE_EXHAUSTED (the pool is not trimmed here; the caller decides).
+  hl_status_t (*malloc_async)(hl_backend_t* backend, size_t size,
+                              hl_backend_stream_t* stream, void** out_ptr);
+  // Frees in stream order: the block may be reused by |stream| at once and by
+  // other streams as the pool's reuse flags allow.
+  hl_status_t (*free_async)(hl_backend_t* backend, void* ptr,
+                            hl_backend_stream_t* stream);
+  hl_status_t (*pool_set_attributes)(hl_backend_t* backend,
+                                     const hl_pool_attributes_t* attrs);
+  hl_status_t (*pool_get_attributes)(hl_backend_t* backend,
+                                     hl_pool_attributes_t* out_attrs);
+  // Returns free blocks to the system until at most |min_bytes_to_keep|
+  // bytes stay reserved (blocks whose free has not completed are kept).
+  hl_status_t (*pool_trim)(hl_backend_t* backend, uint64_t min_bytes_to_keep);
+  hl_status_t (*pool_stats)(hl_backend_t* backend,
+                            hl_backend_pool_stats_t* out_stats);
+
+  // Loads a code object (host: an hl_host_code_object_t; hip: an ELF or
+  // offload bundle for this device's target).
+  hl_status_t (*module_load)(hl_backend_t* backend, const void* image,
+                             size_t size, hl_backend_module_t** out_module);
+  void (*module_unload)(hl_backend_t* backend, hl_backend_module_t* module);
+  // The returned function is owned by the module.
+  hl_status_t (*module_get_function)(hl_backend_t* backend,
+                                     hl_backend_module_t* module,
+                                     const char* name,
+                                     hl_backend_function_t** out_function);
+  // Launches with |params| as in hipModuleLaunchKernel's kernelParams: an
+  // array of pointers to each argument. Arguments are copied at launch.
+  hl_status_t (*launch_kernel)(hl_backend_t* backend,
+                               hl_backend_function_t* function,
+                               const hl_launch_config_t* config, void** params,
+                               hl_backend_stream_t* stream);
+
+  // Counts of live objects, for leak checks.
+  void (*live_counts)(hl_backend_t* backend, hl_backend_counts_t* out_counts);
+} hl_backend_vtable_t;
+
+struct hl_backend_t {
+  const hl_backend_vtable_t* vtable;
+  hl_backend_kind_t kind;
+  // True when device memory is host memory and host functions may touch it
+  // (the host backend). The memory layer then runs commands as gated host
+  // functions so failed or cancelled work is skipped, and checked mode can
+  // inspect every binding.
+  bool host_visible_memory;
+  hl_allocator_t host_allocator;
+};
+
+// Backend constructors. Each fills *out_backend or returns UNAVAILABLE with
+// the reason.
+hl_status_t hl_host_backend_create(int ordinal, hl_allocator_t allocator,
+                                   hl_backend_t** out_backend);
+hl_status_t hl_host_backend_query(hl_backend_info_t* out_info);
+hl_status_t hl_host_backend_device_properties(int ordinal,
+                                              hl_device_properties_t* out);
+
+// Host backend only: poison freed blocks (0xDB bytes) in stream order, for
+// checked mode.
+void hl_host_backend_set_poison(hl_backend_t* backend, bool poison);
+
+hl_status_t hl_hip_backend_create(int ordinal, hl_allocator_t allocator,
+                                  hl_backend_t** out_backend);
+hl_status_t hl_hip_backend_query(hl_backend_info_t* out_info);
+hl_status_t hl_hip_backend_device_properties(int ordinal,
+                                             hl_device_properties_t* out);
+
+#endif  // HIPLINE_RUNTIME_BACKEND_BACKEND_H_

@@ -1,0 +1,102 @@
+// Shared internals of the host backend: streams served by worker threads and
+// a stream-ordered pool over host memory.
+#ifndef HIPLINE_RUNTIME_BACKEND_HOST_HOST_INTERNAL_H_
+#define HIPLINE_RUNTIME_BACKEND_HOST_HOST_INTERNAL_H_
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <threads.h>
+
+#include "runtime/backend/backend.h"
+
+typedef struct hl_host_item_t hl_host_item_t;
+typedef struct hl_host_block_t hl_host_block_t;
+
+struct hl_backend_stream_t {
+  atomic_int ref_count;  // The owner plus events and waits that name it.
+  struct hl_host_backend_t* device;
+  uint32_t id;  // Dense per device; indexes dependency tables.
+  mtx_t mutex;
+  cnd_t work_cond;  // Signals the worker: new items or stop.
+  cnd_t done_cond;  // Broadcast when completed_seq moves and someone waits.
+  hl_host_item_t* head;
+  hl_host_item_t* tail;
+  uint64_t submitted_seq;  // Sequence of the last item enqueued.
+  uint64_t completed_seq;  // Sequence of the last item finished.
+  int done_waiters;
+  hl_host_item_t* stop_item;  // Made at creation so destroy cannot fail.
+  thrd_t thread;
+  uint64_t rng;  // Fault-injection delays.
+  // Highest sequence of each other stream that this stream has waited on
+  // (an event dependency), indexed by stream id. Guarded by the pool mutex.
+  uint64_t* deps;
+  uint32_t deps_capacity;
+};
+
+typedef struct hl_host_pool_t {
+  mtx_t mutex;
+  hl_pool_attributes_t attrs;
+  hl_backend_pool_stats_t stats;
+  // Free blocks, one list per size class.
+  hl_host_block_t** bins;
+  uint32_t bin_count;
+  // Live blocks by pointer (open addressing).
+  hl_host_block_t** live;
+  size_t live_capacity;
+  size_t live_count;
+  int64_t block_count;
+  bool poison;  // Checked mode: poison freed memory in stream order.
+} hl_host_pool_t;
+
+typedef struct hl_host_backend_t {
+  hl_backend_t base;
+  int ordinal;
+  uint64_t memory_bytes;
+  atomic_uint next_stream_id;
+  atomic_int_least64_t live_streams;
+  atomic_int_least64_t live_events;
+  atomic_int_least64_t live_modules;
+  hl_host_pool_t pool;
+} hl_host_backend_t;
+
+// Streams (host_stream.c).
+hl_status_t hl_host_stream_create(hl_host_backend_t* device,
+                                  hl_backend_stream_t** out_stream);
+void hl_host_stream_destroy(hl_host_backend_t* device,
+                            hl_backend_stream_t* stream);
+void hl_host_stream_retain(hl_backend_stream_t* stream);
+void hl_host_stream_release(hl_backend_stream_t* stream);
+// Enqueues a host function; returns the item's sequence in |*out_seq|.
+hl_status_t hl_host_stream_enqueue_fn(hl_backend_stream_t* stream,
+                                      hl_host_fn_t fn, void* user,
+                                      uint64_t* out_seq);
+// Enqueues a wait until |other| completes |seq|.
+hl_status_t hl_host_stream_enqueue_wait(hl_backend_stream_t* stream,
+                                        hl_backend_stream_t* other,
+                                        uint64_t seq);
+// Current submitted sequence (the sequence the next record would capture).
+uint64_t hl_host_stream_submitted(hl_backend_stream_t* stream);
+uint64_t hl_host_stream_completed(hl_backend_stream_t* stream);
+// Blocks until |stream| completes |seq|.
+void hl_host_stream_wait_seq(hl_backend_stream_t* stream, uint64_t seq);
+
+// Pool (host_pool.c).
+hl_status_t hl_host_pool_initialize(hl_host_backend_t* device);
+void hl_host_pool_deinitialize(hl_host_backend_t* device);
+hl_status_t hl_host_pool_malloc(hl_host_backend_t* device, size_t size,
+                                hl_backend_stream_t* stream, void** out_ptr);
+hl_status_t hl_host_pool_free(hl_host_backend_t* device, void* ptr,
+                              hl_backend_stream_t* stream);
+hl_status_t hl_host_pool_trim(hl_host_backend_t* device,
+                              uint64_t min_bytes_to_keep);
+// Applies the release threshold (called at synchronization points).
+void hl_host_pool_release_to_threshold(hl_host_backend_t* device);
+// Records that |stream| now waits on |other| up to |seq| (event dependency).
+void hl_host_pool_note_dependency(hl_host_backend_t* device,
+                                  hl_backend_stream_t* stream,
+                                  hl_backend_stream_t* other, uint64_t seq);
+// Forgets a destroyed stream: its cached blocks become plainly free.
+void hl_host_pool_forget_stream(hl_host_backend_t* device,
+                                hl_backend_stream_t* stream);
+
+#endif  // HIPLINE_RUNTIME_BACKEND_HOST_HOST_INTERNAL_H_

@@ -1,0 +1,82 @@
+// Items queued on host streams, and host events.
+#ifndef HIPLINE_RUNTIME_BACKEND_HOST_HOST_ITEM_H_
+#define HIPLINE_RUNTIME_BACKEND_HOST_HOST_ITEM_H_
+
+#include "runtime/backend/host/host_internal.h"
+
+typedef enum hl_host_item_kind_e {
+  HL_HOST_ITEM_FN,
+  HL_HOST_ITEM_WAIT,
+  HL_HOST_ITEM_MEMCPY,
+  HL_HOST_ITEM_MEMSET32,
+  HL_HOST_ITEM_KERNEL,
+  HL_HOST_ITEM_RECORD,
+  HL_HOST_ITEM_POISON,
+  HL_HOST_ITEM_STOP,
+} hl_host_item_kind_t;
+
+#define HL_HOST_KERNEL_STORAGE 256
+
+struct hl_host_item_t {
+  hl_host_item_t* next;
+  uint64_t seq;
+  hl_host_item_kind_t kind;
+  union {
+    struct {
+      hl_host_fn_t fn;
+      void* user;
+    } fn;
+    struct {
+      hl_backend_stream_t* other;  // Retained.
+      uint64_t seq;
+    } wait;
+    struct {
+      void* dst;
+      const void* src;
+      size_t size;
+    } memcpy;
+    struct {
+      void* dst;
+      uint32_t value;
+      size_t count;
+    } memset32;
+    struct {
+      const hl_host_kernel_t* kernel;
+      hl_launch_config_t config;
+      _Alignas(8) unsigned char storage[HL_HOST_KERNEL_STORAGE];
+    } kernel;
+    struct {
+      struct hl_backend_event_t* event;  // Retained.
+      uint64_t generation;
+    } record;
+    struct {
+      void* ptr;
+      size_t size;
+    } poison;
+  };
+};
+
+// An event is a (stream, sequence) pair plus the time its record ran.
+struct hl_backend_event_t {
+  atomic_int ref_count;
+  hl_host_backend_t* device;
+  mtx_t mutex;
+  hl_backend_stream_t* stream;  // Retained; NULL until recorded.
+  uint64_t seq;
+  uint64_t generation;  // Bumped by every record.
+  int64_t time_ns;      // When the latest record ran.
+};
+
+hl_status_t hl_host_item_alloc(hl_host_backend_t* device,
+                               hl_host_item_kind_t kind,
+                               hl_host_item_t** out_item);
+void hl_host_item_free(hl_host_backend_t* device, hl_host_item_t* item);
+hl_status_t hl_host_stream_push_item(hl_backend_stream_t* stream,
+                                     hl_host_item_t* item, uint64_t* out_seq);
+
+// Marks the record of |generation| as run (time stamp) and drops the item's
+// reference.
+void hl_host_event_mark(struct hl_backend_event_t* event, uint64_t generation);
+void hl_host_event_release(struct hl_backend_event_t* event);
+
+#endif  // HIPLINE_RUNTIME_BACKEND_HOST_HOST_ITEM_H_

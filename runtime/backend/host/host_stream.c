@@ -1,0 +1,229 @@
+// Host streams: a FIFO of items served by one worker thread per stream.
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/backend/host/host_item.h"
+#include "runtime/base/faults.h"
+#include "runtime/base/time_util.h"
+
+static uint64_t hl_host_rng_next(uint64_t* state) {
+  // splitmix64: cheap and good enough for delays.
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void hl_host_stream_retain(hl_backend_stream_t* stream) {
+  atomic_fetch_add_explicit(&stream->ref_count, 1, memory_order_relaxed);
+}
+
+void hl_host_stream_release(hl_backend_stream_t* stream) {
+  if (atomic_fetch_sub_explicit(&stream->ref_count, 1, memory_order_acq_rel) !=
+      1) {
+    return;
+  }
+  mtx_destroy(&stream->mutex);
+  cnd_destroy(&stream->work_cond);
+  cnd_destroy(&stream->done_cond);
+  free(stream->deps);
+  hl_allocator_free(stream->device->base.host_allocator, stream);
+}
+
+static void hl_host_item_execute(hl_backend_stream_t* stream,
+                                 hl_host_item_t* item) {
+  switch (item->kind) {
+    case HL_HOST_ITEM_FN:
+      item->fn.fn(item->fn.user);
+      break;
+    case HL_HOST_ITEM_WAIT:
+      hl_host_stream_wait_seq(item->wait.other, item->wait.seq);
+      hl_host_stream_release(item->wait.other);
+      break;
+    case HL_HOST_ITEM_MEMCPY:
+      if (item->memcpy.size) {
+        memmove(item->memcpy.dst, item->memcpy.src, item->memcpy.size);
+      }
+      break;
+    case HL_HOST_ITEM_MEMSET32: {
+      uint32_t* p = (uint32_t*)item->memset32.dst;
+      for (size_t i = 0; i < item->memset32.count; ++i) p[i] = item->memset32.value;
+      break;
+    }
+    case HL_HOST_ITEM_KERNEL: {
+      void* params[16];
+      size_t offset = 0;
+      const hl_host_kernel_t* k = item->kernel.kernel;
+      for (uint32_t i = 0; i < k->param_count; ++i) {
+        params[i] = item->kernel.storage + offset;
+        offset += (k->param_sizes[i] + 7u) & ~(size_t)7u;
+      }
+      k->fn(params, &item->kernel.config);
+      break;
+    }
+    case HL_HOST_ITEM_RECORD:
+      hl_host_event_mark(item->record.event, item->record.generation);
+      break;
+    case HL_HOST_ITEM_POISON:
+      memset(item->poison.ptr, 0xDB, item->poison.size);
+      break;
+    case HL_HOST_ITEM_STOP:
+      break;
+  }
+  (void)stream;
+}
+
+static int hl_host_stream_main(void* arg) {
+  hl_backend_stream_t* stream = (hl_backend_stream_t*)arg;
+  const hl_faults_t* faults = hl_faults_active();
+  for (;;) {
+    mtx_lock(&stream->mutex);
+    while (!stream->head) cnd_wait(&stream->work_cond, &stream->mutex);
+    hl_host_item_t* item = stream->head;
+    stream->head = item->next;
+    if (!stream->head) stream->tail = NULL;
+    mtx_unlock(&stream->mutex);
+
+    if (HL_UNLIKELY(faults->stream_delay_us) && item->kind != HL_HOST_ITEM_STOP) {
+      uint64_t us = hl_host_rng_next(&stream->rng) % (faults->stream_delay_us + 1);
+      if (us) {
+        hl_faults_count_delay();
+        hl_sleep_ns((hl_duration_t)us * 1000);
+      }
+    }
+    hl_host_item_execute(stream, item);
+
+    bool stop = item->kind == HL_HOST_ITEM_STOP;
+    mtx_lock(&stream->mutex);
+    stream->completed_seq = item->seq;
+    if (stream->done_waiters) cnd_broadcast(&stream->done_cond);
+    mtx_unlock(&stream->mutex);
+    hl_host_item_free(stream->device, item);
+    if (stop) return 0;
+  }
+}
+
+hl_status_t hl_host_stream_create(hl_host_backend_t* device,
+                                  hl_backend_stream_t** out_stream) {
+  hl_backend_stream_t* stream = NULL;
+  HL_RETURN_IF_ERROR(hl_allocator_calloc(device->base.host_allocator,
+                                         sizeof(*stream), (void**)&stream),
+                     "allocating a host stream");
+  atomic_init(&stream->ref_count, 1);
+  stream->device = device;
+  stream->id = atomic_fetch_add(&device->next_stream_id, 1);
+  stream->rng = hl_faults_active()->seed * 0x9e3779b97f4a7c15ull + stream->id;
+  if (mtx_init(&stream->mutex, mtx_plain) != thrd_success ||
+      cnd_init(&stream->work_cond) != thrd_success ||
+      cnd_init(&stream->done_cond) != thrd_success) {
+    hl_allocator_free(device->base.host_allocator, stream);
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "creating host stream synchronization objects");
+  }
+  hl_status_t st = hl_host_item_alloc(device, HL_HOST_ITEM_STOP, &stream->stop_item);
+  if (st || thrd_create(&stream->thread, hl_host_stream_main, stream) !=
+      thrd_success) {
+    if (stream->stop_item) hl_host_item_free(device, stream->stop_item);
+    hl_status_free(st);
+    mtx_destroy(&stream->mutex);
+    cnd_destroy(&stream->work_cond);
+    cnd_destroy(&stream->done_cond);
+    hl_allocator_free(device->base.host_allocator, stream);
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "starting the worker thread of a host stream");
+  }
+  atomic_fetch_add(&device->live_streams, 1);
+  *out_stream = stream;
+  return NULL;
+}
+
+// Appends |item| and assigns its sequence. Takes ownership of |item|.
+static uint64_t hl_host_stream_push(hl_backend_stream_t* stream,
+                                    hl_host_item_t* item) {
+  mtx_lock(&stream->mutex);
+  item->seq = ++stream->submitted_seq;
+  item->next = NULL;
+  if (stream->tail) {
+    stream->tail->next = item;
+  } else {
+    stream->head = item;
+  }
+  stream->tail = item;
+  uint64_t seq = item->seq;
+  cnd_signal(&stream->work_cond);
+  mtx_unlock(&stream->mutex);
+  return seq;
+}
+
+hl_status_t hl_host_stream_push_item(hl_backend_stream_t* stream,
+                                     hl_host_item_t* item, uint64_t* out_seq) {
+  uint64_t seq = hl_host_stream_push(stream, item);
+  if (out_seq) *out_seq = seq;
+  return NULL;
+}
+
+void hl_host_stream_destroy(hl_host_backend_t* device,
+                            hl_backend_stream_t* stream) {
+  // The stop item was made with the stream, so destroy cannot fail.
+  hl_host_item_t* item = stream->stop_item;
+  stream->stop_item = NULL;
+  hl_host_stream_push(stream, item);
+  thrd_join(stream->thread, NULL);
+  hl_host_pool_forget_stream(device, stream);
+  atomic_fetch_sub(&device->live_streams, 1);
+  hl_host_stream_release(stream);
+}
+
+hl_status_t hl_host_stream_enqueue_fn(hl_backend_stream_t* stream,
+                                      hl_host_fn_t fn, void* user,
+                                      uint64_t* out_seq) {
+  hl_host_item_t* item = NULL;
+  HL_RETURN_IF_ERROR(hl_host_item_alloc(stream->device, HL_HOST_ITEM_FN, &item),
+                     "enqueuing a host function");
+  item->fn.fn = fn;
+  item->fn.user = user;
+  uint64_t seq = hl_host_stream_push(stream, item);
+  if (out_seq) *out_seq = seq;
+  return NULL;
+}
+
+hl_status_t hl_host_stream_enqueue_wait(hl_backend_stream_t* stream,
+                                        hl_backend_stream_t* other,
+                                        uint64_t seq) {
+  if (other == stream || seq == 0) return NULL;  // FIFO order already holds.
+  if (hl_host_stream_completed(other) >= seq) return NULL;
+  hl_host_item_t* item = NULL;
+  HL_RETURN_IF_ERROR(
+      hl_host_item_alloc(stream->device, HL_HOST_ITEM_WAIT, &item),
+      "enqueuing a stream wait");
+  hl_host_stream_retain(other);
+  item->wait.other = other;
+  item->wait.seq = seq;
+  hl_host_stream_push(stream, item);
+  return NULL;
+}
+
+uint64_t hl_host_stream_submitted(hl_backend_stream_t* stream) {
+  mtx_lock(&stream->mutex);
+  uint64_t seq = stream->submitted_seq;
+  mtx_unlock(&stream->mutex);
+  return seq;
+}
+
+uint64_t hl_host_stream_completed(hl_backend_stream_t* stream) {
+  mtx_lock(&stream->mutex);
+  uint64_t seq = stream->completed_seq;
+  mtx_unlock(&stream->mutex);
+  return seq;
+}
+
+void hl_host_stream_wait_seq(hl_backend_stream_t* stream, uint64_t seq) {
+  mtx_lock(&stream->mutex);
+  ++stream->done_waiters;
+  while (stream->completed_seq < seq) {
+    cnd_wait(&stream->done_cond, &stream->mutex);
+  }
+  --stream->done_waiters;
+  mtx_unlock(&stream->mutex);
+}

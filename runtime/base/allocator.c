@@ -1,0 +1,43 @@
+#include "hipline/allocator.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void* hl_system_alloc(void* self, size_t size) {
+  (void)self;
+  return malloc(size);
+}
+
+static void hl_system_free(void* self, void* ptr) {
+  (void)self;
+  free(ptr);
+}
+
+hl_allocator_t hl_allocator_system(void) {
+  hl_allocator_t a = {NULL, hl_system_alloc, hl_system_free};
+  return a;
+}
+
+hl_status_t hl_allocator_calloc(hl_allocator_t allocator, size_t size,
+                                void** out_ptr) {
+  if (!out_ptr) return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "out_ptr is NULL");
+  *out_ptr = NULL;
+  if (size == 0) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "host allocation of 0 bytes");
+  }
+  if (!allocator.alloc) allocator = hl_allocator_system();
+  void* p = allocator.alloc(allocator.self, size);
+  if (!p) {
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "host allocation of %zu bytes failed", size);
+  }
+  memset(p, 0, size);
+  *out_ptr = p;
+  return NULL;
+}
+
+void hl_allocator_free(hl_allocator_t allocator, void* ptr) {
+  if (!ptr) return;
+  if (!allocator.free) allocator = hl_allocator_system();
+  allocator.free(allocator.self, ptr);
+}

@@ -1,0 +1,53 @@
+// Fault injection, configured by HIPLINE_FAULTS.
+//
+// The spec is a comma-separated key=value list, strictly parsed:
+//   alloc_fail_every=N   every Nth device allocation fails (host backend)
+//   stream_delay_us=MAX  random delay in [0, MAX] us before each stream item
+//   fail_submission=K    the Kth queue submission (1-based, process-wide)
+//                        fails with an injected INTERNAL status
+//   fail_submission_every=N  every Nth queue submission fails
+//   seed=S               seed for the delays (default 1)
+// Unknown keys and malformed numbers are INVALID_ARGUMENT naming
+// HIPLINE_FAULTS, the item and the accepted keys.
+#ifndef HIPLINE_RUNTIME_BASE_FAULTS_H_
+#define HIPLINE_RUNTIME_BASE_FAULTS_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hipline/status.h"
+
+typedef struct hl_faults_t {
+  uint64_t alloc_fail_every;
+  uint64_t stream_delay_us;
+  uint64_t fail_submission;
+  uint64_t fail_submission_every;
+  uint64_t seed;
+} hl_faults_t;
+
+// Parses |spec| (may be NULL: no faults) into |out|.
+hl_status_t hl_faults_parse(const char* spec, hl_faults_t* out);
+
+// Reads HIPLINE_FAULTS once per process; returns the parse error if any.
+hl_status_t hl_faults_from_env(hl_faults_t* out);
+
+// Replaces the process-wide fault configuration (tests use this); returns the
+// previous one.
+hl_faults_t hl_faults_set(const hl_faults_t* faults);
+
+// The active configuration (HIPLINE_FAULTS at first use, unless set).
+const hl_faults_t* hl_faults_active(void);
+
+// Decision points; each counts the faults it injects.
+bool hl_faults_should_fail_alloc(void);
+bool hl_faults_should_fail_submission(void);
+
+typedef struct hl_fault_counts_t {
+  uint64_t allocs_failed;
+  uint64_t submissions_failed;
+  uint64_t delays_injected;
+} hl_fault_counts_t;
+void hl_faults_counts(hl_fault_counts_t* out);
+void hl_faults_count_delay(void);
+
+#endif  // HIPLINE_RUNTIME_BASE_FAULTS_H_

@@ -1,0 +1,41 @@
+#include "runtime/base/time_util.h"
+
+#include <time.h>
+
+hl_time_t hl_time_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (hl_time_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+hl_time_t hl_deadline_after(hl_duration_t timeout_ns) {
+  if (timeout_ns <= 0) return timeout_ns == 0 ? hl_time_now() : HL_IMMEDIATE_PAST;
+  hl_time_t now = hl_time_now();
+  if (timeout_ns >= HL_INFINITE_FUTURE - now) return HL_INFINITE_FUTURE;
+  return now + timeout_ns;
+}
+
+bool hl_deadline_to_timespec(hl_time_t deadline, struct timespec* out) {
+  if (deadline == HL_INFINITE_FUTURE) return false;
+  hl_time_t remaining = deadline - hl_time_now();
+  if (remaining < 0) remaining = 0;
+  // cnd_timedwait measures against TIME_UTC; translate the monotonic deadline.
+  timespec_get(out, TIME_UTC);
+  int64_t ns = (int64_t)out->tv_nsec + remaining % 1000000000ll;
+  out->tv_sec += (time_t)(remaining / 1000000000ll + ns / 1000000000ll);
+  out->tv_nsec = (long)(ns % 1000000000ll);
+  return true;
+}
+
+int hl_cnd_wait_until(cnd_t* cnd, mtx_t* mtx, hl_time_t deadline) {
+  struct timespec ts;
+  if (!hl_deadline_to_timespec(deadline, &ts)) return cnd_wait(cnd, mtx);
+  return cnd_timedwait(cnd, mtx, &ts);
+}
+
+void hl_sleep_ns(hl_duration_t ns) {
+  if (ns <= 0) return;
+  struct timespec ts = {(time_t)(ns / 1000000000ll), (long)(ns % 1000000000ll)};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}

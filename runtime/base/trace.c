@@ -1,0 +1,155 @@
+#include "runtime/base/trace.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <threads.h>
+
+#include "hipline/time.h"
+
+typedef enum { HL_TRACE_ZONE, HL_TRACE_INSTANT_EV, HL_TRACE_COUNTER_EV } hl_trace_kind_t;
+
+typedef struct hl_trace_event_t {
+  const char* name;
+  hl_trace_kind_t kind;
+  uint32_t tid;
+  int64_t ts_ns;
+  int64_t dur_ns;
+  int64_t value;
+} hl_trace_event_t;
+
+static atomic_bool hl_trace_active_;
+static once_flag hl_trace_once_ = ONCE_FLAG_INIT;
+static mtx_t hl_trace_mutex_;
+static hl_trace_event_t* hl_trace_events_;
+static uint64_t hl_trace_count_, hl_trace_capacity_, hl_trace_dropped_;
+static int64_t hl_trace_epoch_;
+static atomic_uint hl_trace_next_tid_ = 1;
+static _Thread_local uint32_t hl_trace_tid_;
+
+static void hl_trace_init(void) { mtx_init(&hl_trace_mutex_, mtx_plain); }
+
+bool hl_trace_is_active(void) {
+  return atomic_load_explicit(&hl_trace_active_, memory_order_relaxed);
+}
+
+static void hl_trace_record(const hl_trace_event_t* ev) {
+  call_once(&hl_trace_once_, hl_trace_init);
+  mtx_lock(&hl_trace_mutex_);
+  if (hl_trace_count_ < hl_trace_capacity_) {
+    hl_trace_events_[hl_trace_count_++] = *ev;
+  } else {
+    ++hl_trace_dropped_;
+  }
+  mtx_unlock(&hl_trace_mutex_);
+}
+
+static uint32_t hl_trace_tid(void) {
+  if (!hl_trace_tid_) hl_trace_tid_ = atomic_fetch_add(&hl_trace_next_tid_, 1);
+  return hl_trace_tid_;
+}
+
+hl_trace_zone_t hl_trace_zone_begin(const char* name) {
+  hl_trace_zone_t zone = {NULL, 0};
+  if (!hl_trace_is_active()) return zone;
+  zone.name = name;
+  zone.begin_ns = hl_time_now();
+  return zone;
+}
+
+void hl_trace_zone_end(hl_trace_zone_t zone) {
+  if (!zone.name) return;
+  hl_trace_event_t ev = {zone.name, HL_TRACE_ZONE, hl_trace_tid(), zone.begin_ns,
+                         hl_time_now() - zone.begin_ns, 0};
+  hl_trace_record(&ev);
+}
+
+void hl_trace_instant(const char* name, uint64_t arg) {
+  if (!hl_trace_is_active()) return;
+  hl_trace_event_t ev = {name, HL_TRACE_INSTANT_EV, hl_trace_tid(), hl_time_now(),
+                         0, (int64_t)arg};
+  hl_trace_record(&ev);
+}
+
+void hl_trace_counter(const char* name, int64_t value) {
+  if (!hl_trace_is_active()) return;
+  hl_trace_event_t ev = {name, HL_TRACE_COUNTER_EV, hl_trace_tid(), hl_time_now(),
+                         0, value};
+  hl_trace_record(&ev);
+}
+
+void hl_trace_start(uint64_t max_events) {
+  call_once(&hl_trace_once_, hl_trace_init);
+  mtx_lock(&hl_trace_mutex_);
+  free(hl_trace_events_);
+  hl_trace_events_ = calloc(max_events ? max_events : 1, sizeof(hl_trace_event_t));
+  hl_trace_capacity_ = hl_trace_events_ ? max_events : 0;
+  hl_trace_count_ = 0;
+  hl_trace_dropped_ = 0;
+  hl_trace_epoch_ = hl_time_now();
+  mtx_unlock(&hl_trace_mutex_);
+  atomic_store(&hl_trace_active_, true);
+}
+
+uint64_t hl_trace_count(const char* name) {
+  call_once(&hl_trace_once_, hl_trace_init);
+  uint64_t n = 0;
+  mtx_lock(&hl_trace_mutex_);
+  for (uint64_t i = 0; i < hl_trace_count_; ++i) {
+    if (strcmp(hl_trace_events_[i].name, name) == 0) ++n;
+  }
+  mtx_unlock(&hl_trace_mutex_);
+  return n;
+}
+
+hl_status_t hl_trace_stop_and_write(const char* path) {
+  call_once(&hl_trace_once_, hl_trace_init);
+  atomic_store(&hl_trace_active_, false);
+  mtx_lock(&hl_trace_mutex_);
+  hl_status_t status = NULL;
+  FILE* f = path ? fopen(path, "w") : NULL;
+  if (path && !f) {
+    status = HL_MAKE_STATUS(HL_STATUS_PERMISSION_DENIED,
+                            "cannot open trace file '%s' for writing", path);
+  } else if (f) {
+    fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"dropped\":%llu},"
+               "\"traceEvents\":[\n",
+            (unsigned long long)hl_trace_dropped_);
+    for (uint64_t i = 0; i < hl_trace_count_; ++i) {
+      const hl_trace_event_t* ev = &hl_trace_events_[i];
+      double ts_us = (double)(ev->ts_ns - hl_trace_epoch_) / 1000.0;
+      const char* sep = i + 1 < hl_trace_count_ ? "," : "";
+      switch (ev->kind) {
+        case HL_TRACE_ZONE:
+          fprintf(f,
+                  "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%u,"
+                  "\"ts\":%.3f,\"dur\":%.3f}%s\n",
+                  ev->name, ev->tid, ts_us, (double)ev->dur_ns / 1000.0, sep);
+          break;
+        case HL_TRACE_INSTANT_EV:
+          fprintf(f,
+                  "{\"name\":\"%s\",\"ph\":\"i\",\"s\":\"t\",\"pid\":1,"
+                  "\"tid\":%u,\"ts\":%.3f,\"args\":{\"value\":%lld}}%s\n",
+                  ev->name, ev->tid, ts_us, (long long)ev->value, sep);
+          break;
+        case HL_TRACE_COUNTER_EV:
+          fprintf(f,
+                  "{\"name\":\"%s\",\"ph\":\"C\",\"pid\":1,\"tid\":%u,"
+                  "\"ts\":%.3f,\"args\":{\"value\":%lld}}%s\n",
+                  ev->name, ev->tid, ts_us, (long long)ev->value, sep);
+          break;
+      }
+    }
+    fprintf(f, "]}\n");
+    if (fclose(f) != 0) {
+      status = HL_MAKE_STATUS(HL_STATUS_DATA_LOSS, "writing trace file '%s' failed",
+                              path);
+    }
+  }
+  free(hl_trace_events_);
+  hl_trace_events_ = NULL;
+  hl_trace_count_ = hl_trace_capacity_ = 0;
+  mtx_unlock(&hl_trace_mutex_);
+  return status;
+}

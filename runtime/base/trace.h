@@ -1,0 +1,59 @@
+// Trace zones, instants and named counters.
+//
+// With HIPLINE_ENABLE_TRACING=0 at build time every macro compiles to nothing.
+// With it on, events are recorded only while a sink is active
+// (hl_trace_start), so the idle cost is one relaxed atomic load. Events are
+// exported as Chrome trace-event JSON, which Perfetto opens.
+#ifndef HIPLINE_RUNTIME_BASE_TRACE_H_
+#define HIPLINE_RUNTIME_BASE_TRACE_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hipline/status.h"
+
+#ifndef HIPLINE_ENABLE_TRACING
+#define HIPLINE_ENABLE_TRACING 1
+#endif
+
+typedef struct hl_trace_zone_t {
+  const char* name;  // NULL when the zone is not recorded.
+  int64_t begin_ns;
+} hl_trace_zone_t;
+
+bool hl_trace_is_active(void);
+hl_trace_zone_t hl_trace_zone_begin(const char* name);
+void hl_trace_zone_end(hl_trace_zone_t zone);
+void hl_trace_instant(const char* name, uint64_t arg);
+void hl_trace_counter(const char* name, int64_t value);
+
+// Starts recording, keeping at most |max_events| events (later ones are
+// counted as dropped). Clears earlier events.
+void hl_trace_start(uint64_t max_events);
+// Stops recording and writes everything recorded as Chrome JSON to |path|.
+hl_status_t hl_trace_stop_and_write(const char* path);
+// Number of recorded events with |name| so far (for tests).
+uint64_t hl_trace_count(const char* name);
+
+#if HIPLINE_ENABLE_TRACING
+#define HL_TRACE_ZONE_BEGIN(var, name) \
+  hl_trace_zone_t var = hl_trace_zone_begin(name)
+#define HL_TRACE_ZONE_END(var) hl_trace_zone_end(var)
+#define HL_TRACE_INSTANT(name, arg) hl_trace_instant((name), (arg))
+#define HL_TRACE_COUNTER(name, value) hl_trace_counter((name), (value))
+#else
+#define HL_TRACE_ZONE_BEGIN(var, name) \
+  do {                                 \
+  } while (0)
+#define HL_TRACE_ZONE_END(var) \
+  do {                         \
+  } while (0)
+#define HL_TRACE_INSTANT(name, arg) \
+  do {                              \
+  } while (0)
+#define HL_TRACE_COUNTER(name, value) \
+  do {                                \
+  } while (0)
+#endif
+
+#endif  // HIPLINE_RUNTIME_BASE_TRACE_H_
