@@ -1,0 +1,116 @@
+# Install rules and package files, libdeflate style. Included from the
+# top-level CMakeLists.txt only when HIPLINE_INSTALL is on (the default when
+# hipline is the top-level project).
+#
+# What gets installed:
+#   lib/libhipline.{a,so}                       target hipline::hipline
+#   include/hipline/*.h                         the PUBLIC_HEADER set
+#   lib/cmake/hipline/hiplineConfig.cmake       find_package(hipline CONFIG)
+#   lib/cmake/hipline/hiplineConfigVersion.cmake  (SameMajorVersion)
+#   lib/cmake/hipline/hiplineTargets*.cmake
+#   lib/pkgconfig/hipline.pc                    pkg-config --cflags --libs hipline
+#   bin/hipline-*                               tools, when built
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(HIPLINE_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/hipline" CACHE STRING
+    "Where hiplineConfig.cmake is installed, relative to the prefix")
+set(HIPLINE_INSTALL_PKGCONFIGDIR "${CMAKE_INSTALL_LIBDIR}/pkgconfig" CACHE STRING
+    "Where hipline.pc is installed, relative to the prefix")
+
+# Build-only helper targets must not leak into the exported interface. A
+# static library exports its private link items as $<LINK_ONLY:...>, so a
+# plain `PRIVATE hipline_warnings` would make install(EXPORT) fail with
+# "requires target hipline_warnings that is not in any export set". Wrap such
+# INTERFACE/OBJECT items in BUILD_INTERFACE here; the proper fix is to write
+# $<BUILD_INTERFACE:hipline_warnings> in runtime/CMakeLists.txt, after which
+# this block does nothing.
+get_target_property(hl_iface_libs hipline INTERFACE_LINK_LIBRARIES)
+if(hl_iface_libs)
+  set(hl_fixed_libs "")
+  foreach(item IN LISTS hl_iface_libs)
+    set(hl_dep "")
+    if(item MATCHES "^\\$<LINK_ONLY:([A-Za-z0-9_]+)>$")
+      set(hl_dep ${CMAKE_MATCH_1})
+    endif()
+    if(hl_dep AND TARGET ${hl_dep})
+      get_target_property(hl_dep_type ${hl_dep} TYPE)
+      get_target_property(hl_dep_imported ${hl_dep} IMPORTED)
+      # Only code-free (INTERFACE) or absorbed (OBJECT) project targets can be
+      # dropped; a real library would leave consumers with missing symbols.
+      if(NOT hl_dep_imported AND hl_dep_type MATCHES "^(INTERFACE|OBJECT)_LIBRARY$")
+        set(item "$<LINK_ONLY:$<BUILD_INTERFACE:${hl_dep}>>")
+      endif()
+    endif()
+    list(APPEND hl_fixed_libs "${item}")
+  endforeach()
+  set_property(TARGET hipline PROPERTY INTERFACE_LINK_LIBRARIES "${hl_fixed_libs}")
+endif()
+
+install(TARGETS hipline
+  EXPORT hiplineTargets
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/hipline
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+install(EXPORT hiplineTargets
+  NAMESPACE hipline::
+  DESTINATION ${HIPLINE_INSTALL_CMAKEDIR})
+
+configure_package_config_file(
+  ${CMAKE_CURRENT_LIST_DIR}/hiplineConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/hiplineConfig.cmake
+  INSTALL_DESTINATION ${HIPLINE_INSTALL_CMAKEDIR})
+write_basic_package_version_file(
+  ${PROJECT_BINARY_DIR}/hiplineConfigVersion.cmake
+  VERSION ${PROJECT_VERSION}
+  COMPATIBILITY SameMajorVersion)
+install(FILES
+  ${PROJECT_BINARY_DIR}/hiplineConfig.cmake
+  ${PROJECT_BINARY_DIR}/hiplineConfigVersion.cmake
+  DESTINATION ${HIPLINE_INSTALL_CMAKEDIR})
+
+# pkg-config. The file finds its prefix relative to itself (${pcfiledir}),
+# so `cmake --install build --prefix /anywhere` gives a working hipline.pc.
+if(IS_ABSOLUTE "${HIPLINE_INSTALL_PKGCONFIGDIR}")
+  set(HL_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH hl_pc_up "/hl-prefix/${HIPLINE_INSTALL_PKGCONFIGDIR}" "/hl-prefix")
+  set(HL_PC_PREFIX "\${pcfiledir}/${hl_pc_up}")
+endif()
+foreach(dir LIBDIR INCLUDEDIR)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${dir}}")
+    set(HL_PC_${dir} "${CMAKE_INSTALL_${dir}}")
+  else()
+    set(HL_PC_${dir} "\${prefix}/${CMAKE_INSTALL_${dir}}")
+  endif()
+endforeach()
+# A static libhipline needs its dependencies on the consumer's link line; a
+# shared one records them itself, so they only go to Libs.private.
+set(hl_pc_deps "-pthread")
+foreach(lib IN LISTS CMAKE_DL_LIBS)
+  string(APPEND hl_pc_deps " -l${lib}")
+endforeach()
+get_target_property(hl_type hipline TYPE)
+if(hl_type STREQUAL "STATIC_LIBRARY")
+  set(HL_PC_LIBS "-L\${libdir} -lhipline ${hl_pc_deps}")
+  set(HL_PC_LIBS_PRIVATE "")
+  set(HL_PC_CFLAGS "-I\${includedir} -DHIPLINE_STATIC_DEFINE")
+else()
+  set(HL_PC_LIBS "-L\${libdir} -lhipline")
+  set(HL_PC_LIBS_PRIVATE "${hl_pc_deps}")
+  set(HL_PC_CFLAGS "-I\${includedir}")
+endif()
+configure_file(${CMAKE_CURRENT_LIST_DIR}/hipline.pc.in
+               ${PROJECT_BINARY_DIR}/hipline.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/hipline.pc
+        DESTINATION ${HIPLINE_INSTALL_PKGCONFIGDIR})
+
+# Tools that exist in this build (bench/ and tools/ add them over time).
+foreach(tool hipline-info hipline-stress)
+  if(TARGET ${tool})
+    install(TARGETS ${tool} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  endif()
+endforeach()
