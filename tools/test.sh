@@ -241,12 +241,14 @@ stage_result() {
     "$1" "$2" "$3" "$4" "$5" "$(elapsed "$6")")")
 }
 
-# run_ctest_stage NAME [PREFIX...] -- runs `ctest --preset NAME` and records
-# the counts; stops the run when a test fails.
+# run_ctest_stage NAME [PREFIX...] -- runs `ctest --preset NAME` (behind the
+# command PREFIX, if any) and records the counts; stops the run when a test
+# fails. The stage time counts from build_stage.
+STAGE_T0=$SECONDS
 run_ctest_stage() {
   local name=$1
   shift
-  local junit="$ROOT/build-junit/$name.xml" t0=$SECONDS
+  local junit="$ROOT/build-junit/$name.xml" t0=$STAGE_T0
   mkdir -p "$ROOT/build-junit"
   rm -f "$junit"
   log "$name: ctest"
@@ -268,6 +270,7 @@ run_ctest_stage() {
 
 build_stage() {
   local name=$1 t0=$SECONDS
+  STAGE_T0=$t0
   log "$name: configure (cmake --preset $name)"
   cmake --preset "$name" ||
     { stage_result "$name" FAILED 0 1 0 $((SECONDS - t0)); die "stage $name: configure failed"; }
