@@ -110,8 +110,14 @@ install(FILES ${PROJECT_BINARY_DIR}/hipline.pc
         DESTINATION ${HIPLINE_INSTALL_PKGCONFIGDIR})
 
 # Tools that exist in this build (bench/ and tools/ add them over time).
+# With a shared libhipline they find it relative to themselves.
+file(RELATIVE_PATH hl_bin_to_lib "/hl-prefix/${CMAKE_INSTALL_BINDIR}"
+     "/hl-prefix/${CMAKE_INSTALL_LIBDIR}")
 foreach(tool hipline-info hipline-stress)
   if(TARGET ${tool})
+    if(hl_type STREQUAL "SHARED_LIBRARY" AND NOT IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+      set_property(TARGET ${tool} PROPERTY INSTALL_RPATH "$ORIGIN/${hl_bin_to_lib}")
+    endif()
     install(TARGETS ${tool} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   endif()
 endforeach()

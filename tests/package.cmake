@@ -121,9 +121,13 @@ separate_arguments(hl_flags UNIX_COMMAND "${HL_FLAGS}")
 hl_package_run("compile consumer with pkg-config flags"
   ${HL_C_COMPILER} -std=c11 ${hl_flags} ${HL_CONSUMER_DIR}/main.c
   ${hl_pc_flags} -o ${HL_WORK_DIR}/hipline-consumer-pc)
+# pkg-config gives no rpath; a shared libhipline is found through the path.
+get_filename_component(hl_libdir ${hl_pc_dir} DIRECTORY)
+set(ENV{LD_LIBRARY_PATH} "${hl_libdir}:$ENV{LD_LIBRARY_PATH}")
 hl_package_run("run consumer (pkg-config)" ${HL_WORK_DIR}/hipline-consumer-pc)
 
-# The installed tools run from the prefix.
+# The installed tools run from the prefix (without the path set above).
+set(ENV{LD_LIBRARY_PATH} "")
 if(EXISTS ${prefix}/bin/hipline-info)
   hl_package_run("installed hipline-info --help" ${prefix}/bin/hipline-info --help)
 endif()
