@@ -1,0 +1,93 @@
+#include "kernels/host/host_kernels.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "hipline/time.h"
+#include "kernels/pattern.h"
+
+_Static_assert(sizeof(void*) == 8,
+               "kernel parameter sizes assume 8-byte pointers, as on amdgcn");
+
+// Reads argument |index| of type |type| from a kernelParams array.
+#define HL_PARAM(type, index) (*(type const*)params[(index)])
+
+void hl_host_kernel_fill_pattern(void** params,
+                                 const hl_launch_config_t* config) {
+  uint32_t* buf = HL_PARAM(uint32_t*, 0);
+  const uint64_t words = HL_PARAM(uint64_t, 1);
+  const uint32_t seed = HL_PARAM(uint32_t, 2);
+  for (uint64_t i = 0; i < words; ++i) buf[i] = hl_pattern_word(seed, i);
+}
+
+void hl_host_kernel_verify_pattern(void** params,
+                                   const hl_launch_config_t* config) {
+  const uint32_t* buf = HL_PARAM(const uint32_t*, 0);
+  const uint64_t words = HL_PARAM(uint64_t, 1);
+  const uint32_t seed = HL_PARAM(uint32_t, 2);
+  uint32_t* out_mismatches = HL_PARAM(uint32_t*, 3);
+  uint32_t mismatches = 0;
+  for (uint64_t i = 0; i < words; ++i) {
+    mismatches += buf[i] != hl_pattern_word(seed, i) ? 1u : 0u;
+  }
+  // Device atomics wrap at 2^32 too; keep the same arithmetic.
+  *out_mismatches += mismatches;
+}
+
+void hl_host_kernel_copy(void** params, const hl_launch_config_t* config) {
+  void* dst = HL_PARAM(void*, 0);
+  const void* src = HL_PARAM(const void*, 1);
+  const uint64_t bytes = HL_PARAM(uint64_t, 2);
+  if (bytes != 0) memcpy(dst, src, (size_t)bytes);
+}
+
+// Host clock model: one device cycle is one nanosecond (a nominal 1 GHz
+// clock), so spin(cycles) busy-waits |cycles| ns of monotonic time.
+void hl_host_kernel_spin(void** params, const hl_launch_config_t* config) {
+  uint64_t cycles = HL_PARAM(uint64_t, 0);
+  uint32_t* out_blocks_done = HL_PARAM(uint32_t*, 1);
+  if (cycles > HL_HOST_SPIN_MAX_NS) cycles = HL_HOST_SPIN_MAX_NS;
+  const hl_time_t start = hl_time_now();
+  while ((uint64_t)(hl_time_now() - start) < cycles) {
+  }
+  if (out_blocks_done != NULL) {
+    uint32_t blocks = 1;
+    if (config != NULL) {
+      blocks = config->grid.x * config->grid.y * config->grid.z;
+    }
+    // The counter may be shared with other launches running on other host
+    // streams; _Atomic uint32_t has uint32_t's size and representation here.
+    atomic_fetch_add((_Atomic uint32_t*)out_blocks_done, blocks);
+  }
+}
+
+// Relies on ISO C mode (-std=c11), in which GCC and Clang do not contract
+// a * x + y into a fused multiply-add, matching the device kernel's
+// "fp contract(off)".
+void hl_host_kernel_axpy(void** params, const hl_launch_config_t* config) {
+  const float a = HL_PARAM(float, 0);
+  const float* x = HL_PARAM(const float*, 1);
+  float* y = HL_PARAM(float*, 2);
+  const uint64_t n = HL_PARAM(uint64_t, 3);
+  for (uint64_t i = 0; i < n; ++i) {
+    const float product = a * x[i];
+    y[i] = product + y[i];
+  }
+}
+
+static const hl_host_kernel_t hl_host_kernels_[HL_KERNEL_COUNT] = {
+#define HL_HOST_KERNEL_ENTRY_(ID, kname, count, types) \
+  [HL_KERNEL_##ID] = {.name = #kname,                  \
+                      .fn = hl_host_kernel_##kname,    \
+                      .param_count = (count),          \
+                      .param_sizes = HL_KERNEL_PARAM_SIZES(count, types)},
+    HL_KERNEL_TABLE(HL_HOST_KERNEL_ENTRY_)
+#undef HL_HOST_KERNEL_ENTRY_
+};
+
+const hl_host_code_object_t hl_host_kernels_code_object = {
+    .magic = HL_HOST_CODE_OBJECT_MAGIC,
+    .kernel_count = HL_KERNEL_COUNT,
+    .kernels = hl_host_kernels_,
+};

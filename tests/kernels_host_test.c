@@ -1,0 +1,230 @@
+// Host reference kernels: the parameter table and each kernel's results on
+// edge cases (empty, single, odd sizes, views at unaligned offsets).
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+// cmocka.h needs the headers above.
+#include <cmocka.h>
+
+#include "hipline/time.h"
+#include "kernels/host/host_kernels.h"
+#include "kernels/kernel_table.h"
+#include "kernels/pattern.h"
+
+// Finds the host kernel |name| in the host code object.
+static const hl_host_kernel_t* find_kernel(const char* name) {
+  const hl_host_code_object_t* object = &hl_host_kernels_code_object;
+  for (uint32_t i = 0; i < object->kernel_count; ++i) {
+    if (strcmp(object->kernels[i].name, name) == 0) return &object->kernels[i];
+  }
+  fail_msg("host code object has no kernel '%s'", name);
+  return NULL;
+}
+
+static void launch(const char* name, void** params,
+                   const hl_launch_config_t* config) {
+  find_kernel(name)->fn(params, config);
+}
+
+// A reference SplitMix64 step (Vigna's splitmix64.c), written independently
+// of pattern.h: the pattern word is the high half of the first output for
+// the state ((seed << 32) ^ index).
+static uint32_t reference_word(uint32_t seed, uint64_t index) {
+  uint64_t state = ((uint64_t)seed << 32) ^ index;
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return (uint32_t)((z ^ (z >> 31)) >> 32);
+}
+
+static void test_table_layout(void** state) {
+  const hl_host_code_object_t* object = &hl_host_kernels_code_object;
+  assert_int_equal(object->magic, HL_HOST_CODE_OBJECT_MAGIC);
+  assert_int_equal(object->kernel_count, HL_KERNEL_COUNT);
+  assert_int_equal(HL_KERNEL_COUNT, 5);
+  // The documented layout, spelled out so a table edit must update it.
+  static const struct {
+    const char* name;
+    uint32_t count;
+    uint32_t sizes[4];
+  } expected[] = {
+      {"fill_pattern", 3, {8, 8, 4}}, {"verify_pattern", 4, {8, 8, 4, 8}},
+      {"copy", 3, {8, 8, 8}},         {"spin", 2, {8, 8}},
+      {"axpy", 4, {4, 8, 8, 8}},
+  };
+  for (size_t i = 0; i < sizeof(expected) / sizeof(expected[0]); ++i) {
+    const hl_host_kernel_t* kernel = &object->kernels[i];
+    assert_string_equal(kernel->name, expected[i].name);
+    assert_non_null(kernel->fn);
+    assert_int_equal(kernel->param_count, expected[i].count);
+    assert_true(kernel->param_count <= HL_KERNEL_MAX_PARAMS);
+    for (uint32_t p = 0; p < 16; ++p) {
+      assert_int_equal(kernel->param_sizes[p],
+                       p < expected[i].count ? expected[i].sizes[p] : 0);
+    }
+  }
+}
+
+static void test_pattern_word(void** state) {
+  // SplitMix64's first output from state 0 is 0xe220a8397b1dcdaf.
+  assert_int_equal(hl_pattern_word(0, 0), 0xe220a839u);
+  for (uint32_t seed = 0; seed < 4; ++seed) {
+    for (uint64_t i = 0; i < 64; ++i) {
+      assert_int_equal(hl_pattern_word(seed, i), reference_word(seed, i));
+    }
+  }
+  assert_int_equal(hl_pattern_word(7, 1ull << 40),
+                   reference_word(7, 1ull << 40));
+  // Neighbours and seeds give different words.
+  assert_int_not_equal(hl_pattern_word(1, 0), hl_pattern_word(1, 1));
+  assert_int_not_equal(hl_pattern_word(1, 5), hl_pattern_word(2, 5));
+}
+
+static void fill(uint32_t* buf, uint64_t words, uint32_t seed) {
+  void* params[] = {&buf, &words, &seed};
+  launch("fill_pattern", params, NULL);
+}
+
+static uint32_t verify(const uint32_t* buf, uint64_t words, uint32_t seed,
+                       uint32_t initial) {
+  uint32_t mismatches = initial;
+  uint32_t* out = &mismatches;
+  void* params[] = {&buf, &words, &seed, &out};
+  launch("verify_pattern", params, NULL);
+  return mismatches;
+}
+
+static void test_fill_pattern(void** state) {
+  enum { kWords = 64 };
+  uint32_t buf[kWords];
+  static const uint64_t sizes[] = {0, 1, 2, 7, 33};
+  static const uint64_t offsets[] = {0, 3, 5};
+  for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); ++s) {
+    for (size_t o = 0; o < sizeof(offsets) / sizeof(offsets[0]); ++o) {
+      memset(buf, 0xab, sizeof(buf));
+      const uint64_t off = offsets[o], n = sizes[s];
+      fill(buf + off, n, 42);
+      for (uint64_t i = 0; i < kWords; ++i) {
+        // A view's pattern starts at its own index 0; words outside the view
+        // stay as they were.
+        uint32_t want =
+            i >= off && i < off + n ? reference_word(42, i - off) : 0xababababu;
+        assert_int_equal(buf[i], want);
+      }
+    }
+  }
+}
+
+static void test_verify_pattern(void** state) {
+  enum { kWords = 37 };
+  uint32_t buf[kWords + 3];
+  fill(buf + 3, kWords, 9);
+  assert_int_equal(verify(buf + 3, kWords, 9, 0), 0);
+  assert_int_equal(verify(buf + 3, 0, 9, 0), 0);
+  // The counter accumulates, as the device's atomicAdd does.
+  assert_int_equal(verify(buf + 3, kWords, 9, 5), 5);
+  // A wrong seed mismatches (almost) everywhere.
+  assert_true(verify(buf + 3, kWords, 10, 0) >= kWords - 1);
+  // One flipped bit in one word, including the first and last word of an
+  // odd-sized view.
+  static const size_t flips[] = {0, 17, kWords - 1};
+  for (size_t f = 0; f < sizeof(flips) / sizeof(flips[0]); ++f) {
+    buf[3 + flips[f]] ^= 1u << 13;
+    assert_int_equal(verify(buf + 3, kWords, 9, 0), 1);
+    assert_int_equal(verify(buf + 3, kWords, 9, 2), 3);
+    buf[3 + flips[f]] ^= 1u << 13;
+  }
+  assert_int_equal(verify(buf + 3, kWords, 9, 0), 0);
+  // A single-word view.
+  fill(buf, 1, 1);
+  assert_int_equal(verify(buf, 1, 1, 0), 0);
+  buf[0] = ~buf[0];
+  assert_int_equal(verify(buf, 1, 1, 0), 1);
+}
+
+static void test_copy(void** state) {
+  enum { kBytes = 256 };
+  uint8_t src[kBytes], dst[kBytes];
+  for (size_t i = 0; i < kBytes; ++i) src[i] = (uint8_t)(i * 7 + 1);
+  static const uint64_t sizes[] = {0, 1, 3, 4, 5, 17, 200};
+  static const size_t offsets[][2] = {{0, 0}, {12, 12}, {1, 3}, {3, 0}};
+  for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); ++s) {
+    for (size_t o = 0; o < sizeof(offsets) / sizeof(offsets[0]); ++o) {
+      memset(dst, 0xee, sizeof(dst));
+      void* d = dst + offsets[o][0];
+      const void* sp = src + offsets[o][1];
+      uint64_t bytes = sizes[s];
+      void* params[] = {&d, &sp, &bytes};
+      launch("copy", params, NULL);
+      for (size_t i = 0; i < kBytes; ++i) {
+        size_t begin = offsets[o][0];
+        uint8_t want = i >= begin && i < begin + bytes
+                           ? src[offsets[o][1] + (i - begin)]
+                           : 0xee;
+        assert_int_equal(dst[i], want);
+      }
+    }
+  }
+}
+
+static void test_spin(void** state) {
+  uint32_t blocks = 10;
+  uint32_t* out = &blocks;
+  uint64_t cycles = 2000000;  // 2 ms at the nominal 1 GHz host clock.
+  void* params[] = {&cycles, &out};
+  hl_launch_config_t config = {{3, 2, 1}, {64, 1, 1}, 0};
+  hl_time_t start = hl_time_now();
+  launch("spin", params, &config);
+  hl_duration_t elapsed = hl_time_now() - start;
+  assert_true(elapsed >= 2000000);
+  assert_true(elapsed < 2000000000);
+  assert_int_equal(blocks, 16);  // 10 + 3 * 2 * 1 blocks.
+  cycles = 0;
+  launch("spin", params, NULL);  // No config: one block.
+  assert_int_equal(blocks, 17);
+  out = NULL;
+  launch("spin", params, &config);  // A NULL counter is allowed.
+}
+
+static void axpy(float a, const float* x, float* y, uint64_t n) {
+  void* params[] = {&a, &x, &y, &n};
+  launch("axpy", params, NULL);
+}
+
+static void test_axpy(void** state) {
+  enum { kN = 9 };
+  float x[kN + 3], y[kN + 3];
+  for (int i = 0; i < kN + 3; ++i) {
+    x[i] = (float)i * 0.5f;
+    y[i] = 100.0f + (float)i;
+  }
+  axpy(2.0f, x, y, 0);
+  assert_true(y[0] == 100.0f);
+  // An odd-sized view at word 3 of both arrays.
+  axpy(2.0f, x + 3, y + 3, kN);
+  for (int i = 0; i < kN + 3; ++i) {
+    float want = i < 3 ? 100.0f + (float)i : 100.0f + (float)i + (float)i;
+    assert_true(y[i] == want);
+  }
+  // The product is rounded before the add: a fused multiply-add would give
+  // 2^-46 here instead of 0.
+  const float a = 1.0f + 0x1p-23f;
+  float yy = -(1.0f + 0x1p-22f);
+  axpy(a, &a, &yy, 1);
+  assert_true(yy == 0.0f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_table_layout),
+      cmocka_unit_test(test_pattern_word),
+      cmocka_unit_test(test_fill_pattern),
+      cmocka_unit_test(test_verify_pattern),
+      cmocka_unit_test(test_copy),
+      cmocka_unit_test(test_spin),
+      cmocka_unit_test(test_axpy),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
