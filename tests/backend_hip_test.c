@@ -1,0 +1,1017 @@
+// Tests of the hip backend (runtime/backend/hip/).
+//
+// This file builds two executables (tests/backend_hip.cmake):
+// - backend_hip_probe_test runs everywhere: availability reporting, creation
+//   on a machine without a device, error translation and the size map;
+// - backend_hip_gpu_test (HL_HIP_TEST_GPU=1) needs a HIP device and exits 77
+//   (skipped) without one: streams, events, host functions, stream-ordered
+//   allocation, copies and fills, pool attributes, statistics and trim;
+// - libamdhip64.so (HL_HIP_TEST_FAKE_RUNTIME=1), a fake HIP runtime on the
+//   host that backend_hip_fake_test loads through LD_LIBRARY_PATH, so the
+//   device tests above run, and must pass, on machines without a GPU. The
+//   fake runs every stream operation synchronously on the caller's thread.
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// cmocka.h must follow the headers above.
+#include <cmocka.h>
+
+#include "runtime/backend/backend.h"
+#include "runtime/backend/hip/dynamic_symbols.h"
+#include "runtime/backend/hip/size_map.h"
+#include "runtime/backend/hip/status_util.h"
+
+#ifndef HL_HIP_TEST_GPU
+#define HL_HIP_TEST_GPU 0
+#endif
+#ifndef HL_HIP_TEST_FAKE_RUNTIME
+#define HL_HIP_TEST_FAKE_RUNTIME 0
+#endif
+// When set, an unavailable backend fails the GPU test instead of skipping it.
+#ifndef HL_HIP_TEST_EXPECT_DEVICE
+#define HL_HIP_TEST_EXPECT_DEVICE 0
+#endif
+
+#if HL_HIP_TEST_FAKE_RUNTIME
+
+//===----------------------------------------------------------------------===//
+// The fake HIP runtime (a shared library named libamdhip64.so)
+//===----------------------------------------------------------------------===//
+
+#include <threads.h>
+#include <time.h>
+
+// Every entry point of the backend's table, declared with the table's own
+// types so a definition below that disagrees with the table fails to build.
+#define HL_FAKE_EXPORT __attribute__((visibility("default")))
+#define HL_HIP_PFN(kind, return_type, name, params) \
+  HL_FAKE_EXPORT return_type name params;
+#include "runtime/backend/hip/dynamic_symbol_table.h"
+#undef HL_HIP_PFN
+
+enum { hipErrorInvalidImage = 200, hipErrorNotFound = 500 };
+#define HL_FAKE_MEMORY_BYTES ((size_t)1 << 30)
+
+typedef struct hl_fake_event_t {
+  int64_t recorded_ns;  // 0 until recorded.
+} hl_fake_event_t;
+
+typedef struct hl_fake_pool_t {
+  mtx_t mutex;
+  uint64_t release_threshold;
+  int reuse[3];
+  uint64_t used;    // Bytes handed out.
+  uint64_t cached;  // Bytes freed but still reserved.
+  uint64_t reserved_high;
+} hl_fake_pool_t;
+
+// Every block carries its size and pool in a header before the pointer.
+typedef struct hl_fake_block_t {
+  hl_fake_pool_t* pool;
+  size_t size;
+  max_align_t align;
+} hl_fake_block_t;
+
+static hl_fake_pool_t hl_fake_default_pool = {.release_threshold = 0};
+static once_flag hl_fake_once = ONCE_FLAG_INIT;
+static int hl_fake_current_device;
+
+static void hl_fake_initialize(void) {
+  mtx_init(&hl_fake_default_pool.mutex, mtx_plain);
+}
+
+static int64_t hl_fake_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+hipError_t hipInit(unsigned int flags) {
+  call_once(&hl_fake_once, hl_fake_initialize);
+  return flags == 0 ? hipSuccess : hipErrorInvalidValue;
+}
+
+const char* hipGetErrorName(hipError_t error) {
+  switch (error) {
+    case hipSuccess:
+      return "hipSuccess";
+    case hipErrorInvalidValue:
+      return "hipErrorInvalidValue";
+    case hipErrorOutOfMemory:
+      return "hipErrorOutOfMemory";
+    case hipErrorInvalidDevice:
+      return "hipErrorInvalidDevice";
+    case hipErrorInvalidImage:
+      return "hipErrorInvalidImage";
+    case hipErrorNotFound:
+      return "hipErrorNotFound";
+    case hipErrorNotReady:
+      return "hipErrorNotReady";
+    default:
+      return "hipErrorUnknown";
+  }
+}
+
+hipError_t hipRuntimeGetVersion(int* version) {
+  *version = 99900000;
+  return hipSuccess;
+}
+
+hipError_t hipGetDeviceCount(int* count) {
+  *count = 1;
+  return hipSuccess;
+}
+
+hipError_t hipSetDevice(int device) {
+  if (device != 0) return hipErrorInvalidDevice;
+  hl_fake_current_device = device;
+  return hipSuccess;
+}
+
+hipError_t hipDeviceGetName(char* name, int length, int device) {
+  if (device != 0) return hipErrorInvalidDevice;
+  snprintf(name, (size_t)length, "%s", "hipline fake HIP device");
+  return hipSuccess;
+}
+
+hipError_t hipDeviceTotalMem(size_t* bytes, int device) {
+  if (device != 0) return hipErrorInvalidDevice;
+  *bytes = HL_FAKE_MEMORY_BYTES;
+  return hipSuccess;
+}
+
+hipError_t hipDeviceGetAttribute(int* value, int attribute, int device) {
+  if (device != 0) return hipErrorInvalidDevice;
+  switch (attribute) {
+    case HL_HIP_ATTR_MULTIPROCESSOR_COUNT:
+      *value = 4;
+      return hipSuccess;
+    case HL_HIP_ATTR_COMPUTE_CAPABILITY_MAJOR:
+      *value = 9;
+      return hipSuccess;
+    case HL_HIP_ATTR_COMPUTE_CAPABILITY_MINOR:
+      *value = 0;
+      return hipSuccess;
+    default:
+      return hipErrorInvalidValue;
+  }
+}
+
+hipError_t hipDeviceSynchronize(void) { return hipSuccess; }
+
+// Fills the original layout at the offsets the backend declares.
+hipError_t hipGetDeviceProperties(void* props, int device) {
+  if (device != 0) return hipErrorInvalidDevice;
+  hl_hip_device_prop_r0000_t* p = props;
+  memset(p, 0, sizeof(*p));
+  snprintf(p->name, sizeof(p->name), "%s", "hipline fake HIP device");
+  p->total_global_mem = HL_FAKE_MEMORY_BYTES;
+  p->multi_processor_count = 4;
+  snprintf(p->gcn_arch_name, sizeof(p->gcn_arch_name), "%s",
+           "gfx90a:sramecc+:xnack-");
+  return hipSuccess;
+}
+
+hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags) {
+  if (flags != HL_HIP_STREAM_NON_BLOCKING) return hipErrorInvalidValue;
+  *stream = malloc(16);
+  return *stream ? hipSuccess : hipErrorOutOfMemory;
+}
+
+hipError_t hipStreamDestroy(hipStream_t stream) {
+  free(stream);
+  return hipSuccess;
+}
+
+hipError_t hipStreamSynchronize(hipStream_t stream) {
+  return stream ? hipSuccess : hipErrorInvalidValue;
+}
+
+hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event,
+                              unsigned int flags) {
+  if (!stream || !event || flags) return hipErrorInvalidValue;
+  // Work runs at enqueue, so the event's work has already completed.
+  return ((hl_fake_event_t*)event)->recorded_ns ? hipSuccess
+                                                : hipErrorInvalidValue;
+}
+
+// hipLaunchHostFunc stays undefined, as in ROCm 5.2, so the backend takes
+// its hipStreamAddCallback path.
+hipError_t hipStreamAddCallback(hipStream_t stream,
+                                hipStreamCallback_t callback, void* user_data,
+                                unsigned int flags) {
+  if (!stream || flags) return hipErrorInvalidValue;
+  callback(stream, hipSuccess, user_data);
+  return hipSuccess;
+}
+
+hipError_t hipEventCreateWithFlags(hipEvent_t* event, unsigned int flags) {
+  if (flags & 0x2u) return hipErrorInvalidValue;  // Timing must stay on.
+  *event = calloc(1, sizeof(hl_fake_event_t));
+  return *event ? hipSuccess : hipErrorOutOfMemory;
+}
+
+hipError_t hipEventDestroy(hipEvent_t event) {
+  free(event);
+  return hipSuccess;
+}
+
+hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
+  if (!stream) return hipErrorInvalidValue;
+  ((hl_fake_event_t*)event)->recorded_ns = hl_fake_now_ns();
+  return hipSuccess;
+}
+
+hipError_t hipEventQuery(hipEvent_t event) {
+  return ((hl_fake_event_t*)event)->recorded_ns ? hipSuccess
+                                                : hipErrorInvalidValue;
+}
+
+hipError_t hipEventSynchronize(hipEvent_t event) {
+  return hipEventQuery(event);
+}
+
+hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop) {
+  int64_t a = ((hl_fake_event_t*)start)->recorded_ns;
+  int64_t b = ((hl_fake_event_t*)stop)->recorded_ns;
+  if (!a || !b) return hipErrorInvalidValue;
+  *ms = (float)((double)(b - a) / 1e6);
+  return hipSuccess;
+}
+
+hipError_t hipMemcpyAsync(void* dst, const void* src, size_t size, int kind,
+                          hipStream_t stream) {
+  if (kind != HL_HIP_MEMCPY_DEFAULT || !stream) return hipErrorInvalidValue;
+  memmove(dst, src, size);
+  return hipSuccess;
+}
+
+hipError_t hipMemsetD32Async(hipDeviceptr_t dst, int value, size_t count,
+                             hipStream_t stream) {
+  if (!stream) return hipErrorInvalidValue;
+  uint32_t word;
+  memcpy(&word, &value, sizeof(word));
+  uint32_t* p = dst;
+  for (size_t i = 0; i < count; ++i) p[i] = word;
+  return hipSuccess;
+}
+
+hipError_t hipMemPoolCreate(hipMemPool_t* pool, const hipMemPoolProps* props) {
+  if (props->alloc_type != HL_HIP_MEM_ALLOCATION_TYPE_PINNED ||
+      props->location.type != HL_HIP_MEM_LOCATION_TYPE_DEVICE ||
+      props->location.id != 0) {
+    return hipErrorInvalidValue;
+  }
+  hl_fake_pool_t* p = calloc(1, sizeof(*p));
+  if (!p) return hipErrorOutOfMemory;
+  mtx_init(&p->mutex, mtx_plain);
+  *pool = (hipMemPool_t)p;
+  return hipSuccess;
+}
+
+hipError_t hipMemPoolDestroy(hipMemPool_t pool) {
+  hl_fake_pool_t* p = (hl_fake_pool_t*)pool;
+  if (p->used) return hipErrorInvalidValue;  // The test frees everything.
+  mtx_destroy(&p->mutex);
+  free(p);
+  return hipSuccess;
+}
+
+hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t* pool, int device) {
+  if (device != 0) return hipErrorInvalidDevice;
+  *pool = (hipMemPool_t)&hl_fake_default_pool;
+  return hipSuccess;
+}
+
+hipError_t hipMallocFromPoolAsync(void** ptr, size_t size, hipMemPool_t pool,
+                                  hipStream_t stream) {
+  hl_fake_pool_t* p = (hl_fake_pool_t*)pool;
+  if (!stream) return hipErrorInvalidValue;
+  if (size > HL_FAKE_MEMORY_BYTES) return hipErrorOutOfMemory;
+  hl_fake_block_t* block = malloc(sizeof(*block) + size);
+  if (!block) return hipErrorOutOfMemory;
+  block->pool = p;
+  block->size = size;
+  mtx_lock(&p->mutex);
+  p->used += size;
+  p->cached = p->cached > size ? p->cached - size : 0;
+  if (p->used + p->cached > p->reserved_high) {
+    p->reserved_high = p->used + p->cached;
+  }
+  mtx_unlock(&p->mutex);
+  *ptr = block + 1;
+  return hipSuccess;
+}
+
+hipError_t hipMallocAsync(void** ptr, size_t size, hipStream_t stream) {
+  return hipMallocFromPoolAsync(ptr, size, (hipMemPool_t)&hl_fake_default_pool,
+                                stream);
+}
+
+hipError_t hipFreeAsync(void* ptr, hipStream_t stream) {
+  if (!stream) return hipErrorInvalidValue;
+  hl_fake_block_t* block = (hl_fake_block_t*)ptr - 1;
+  hl_fake_pool_t* p = block->pool;
+  mtx_lock(&p->mutex);
+  p->used -= block->size;
+  p->cached += block->size;
+  if (p->used + p->cached > p->release_threshold) {
+    // Frees complete at once here, as at a synchronization point.
+    uint64_t keep =
+        p->release_threshold > p->used ? p->release_threshold - p->used : 0;
+    if (p->cached > keep) p->cached = keep;
+  }
+  mtx_unlock(&p->mutex);
+  free(block);
+  return hipSuccess;
+}
+
+hipError_t hipMemPoolSetAttribute(hipMemPool_t pool, hipMemPoolAttr attr,
+                                  void* value) {
+  hl_fake_pool_t* p = (hl_fake_pool_t*)pool;
+  switch (attr) {
+    case hipMemPoolAttrReleaseThreshold:
+      p->release_threshold = *(uint64_t*)value;
+      return hipSuccess;
+    case hipMemPoolReuseFollowEventDependencies:
+    case hipMemPoolReuseAllowOpportunistic:
+    case hipMemPoolReuseAllowInternalDependencies:
+      p->reuse[attr - 1] = *(int*)value;
+      return hipSuccess;
+    default:
+      return hipErrorInvalidValue;
+  }
+}
+
+hipError_t hipMemPoolGetAttribute(hipMemPool_t pool, hipMemPoolAttr attr,
+                                  void* value) {
+  hl_fake_pool_t* p = (hl_fake_pool_t*)pool;
+  mtx_lock(&p->mutex);
+  hipError_t error = hipSuccess;
+  switch (attr) {
+    case hipMemPoolAttrReleaseThreshold:
+      *(uint64_t*)value = p->release_threshold;
+      break;
+    case hipMemPoolReuseFollowEventDependencies:
+    case hipMemPoolReuseAllowOpportunistic:
+    case hipMemPoolReuseAllowInternalDependencies:
+      *(int*)value = p->reuse[attr - 1];
+      break;
+    case hipMemPoolAttrReservedMemCurrent:
+      *(uint64_t*)value = p->used + p->cached;
+      break;
+    case hipMemPoolAttrReservedMemHigh:
+      *(uint64_t*)value = p->reserved_high;
+      break;
+    default:
+      error = hipErrorInvalidValue;
+  }
+  mtx_unlock(&p->mutex);
+  return error;
+}
+
+hipError_t hipMemPoolTrimTo(hipMemPool_t pool, size_t min_bytes_to_hold) {
+  hl_fake_pool_t* p = (hl_fake_pool_t*)pool;
+  mtx_lock(&p->mutex);
+  uint64_t keep = min_bytes_to_hold > p->used ? min_bytes_to_hold - p->used : 0;
+  if (p->cached > keep) p->cached = keep;
+  mtx_unlock(&p->mutex);
+  return hipSuccess;
+}
+
+// No code object is valid here.
+hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {
+  (void)module;
+  (void)image;
+  return hipErrorInvalidImage;
+}
+
+hipError_t hipModuleUnload(hipModule_t module) {
+  (void)module;
+  return hipErrorInvalidValue;
+}
+
+hipError_t hipModuleGetFunction(hipFunction_t* function, hipModule_t module,
+                                const char* name) {
+  (void)function;
+  (void)module;
+  (void)name;
+  return hipErrorNotFound;
+}
+
+hipError_t hipModuleLaunchKernel(hipFunction_t function, unsigned int grid_x,
+                                 unsigned int grid_y, unsigned int grid_z,
+                                 unsigned int block_x, unsigned int block_y,
+                                 unsigned int block_z,
+                                 unsigned int shared_bytes, hipStream_t stream,
+                                 void** kernel_params, void** extra) {
+  (void)function, (void)grid_x, (void)grid_y, (void)grid_z, (void)block_x;
+  (void)block_y, (void)block_z, (void)shared_bytes, (void)stream;
+  (void)kernel_params, (void)extra;
+  return hipErrorInvalidValue;
+}
+
+#else  // !HL_HIP_TEST_FAKE_RUNTIME
+
+// Fails the test with the status text when |status| is not OK.
+static void hl_test_assert_ok(hl_status_t status, const char* expr) {
+  if (hl_status_is_ok(status)) return;
+  char text[1024];
+  hl_status_format(status, text, sizeof(text));
+  hl_status_free(status);
+  fail_msg("%s: %s", expr, text);
+}
+#define HL_ASSERT_OK(expr) hl_test_assert_ok((expr), #expr)
+
+#if !HL_HIP_TEST_GPU
+
+//===----------------------------------------------------------------------===//
+// Probe tests (no device needed)
+//===----------------------------------------------------------------------===//
+
+static void test_query_reports_availability(void** state) {
+  (void)state;
+  hl_backend_info_t info;
+  memset(&info, 0xcc, sizeof(info));
+  HL_ASSERT_OK(hl_hip_backend_query(&info));
+  assert_int_equal(info.kind, HL_BACKEND_HIP);
+  print_message(
+      "hl_hip_backend_query: available=%d device_count=%d "
+      "reason=\"%s\"\n",
+      (int)info.available, info.device_count, info.reason);
+  if (info.available) {
+    assert_true(info.device_count > 0);
+    assert_string_equal(info.reason, "");
+    return;
+  }
+  assert_int_equal(info.device_count, 0);
+  assert_true(strlen(info.reason) > 0);
+  assert_true(strlen(info.reason) < sizeof(info.reason));
+  // Every reason names the library first, then why it failed: not found,
+  // a HIP error by name, no devices, or a missing entry point.
+  assert_non_null(strstr(info.reason, "libamdhip64.so"));
+  assert_true(strstr(info.reason, "not found") != NULL ||
+              strstr(info.reason, "hipError") != NULL ||
+              strstr(info.reason, "no devices") != NULL ||
+              strstr(info.reason, "lacks the required symbol") != NULL);
+  // The answer is computed once and stable.
+  hl_backend_info_t again;
+  HL_ASSERT_OK(hl_hip_backend_query(&again));
+  assert_int_equal(again.available, info.available);
+  assert_string_equal(again.reason, info.reason);
+}
+
+static void test_query_rejects_null(void** state) {
+  (void)state;
+  hl_status_t status = hl_hip_backend_query(NULL);
+  assert_int_equal(hl_status_code(status), HL_STATUS_INVALID_ARGUMENT);
+  hl_status_free(status);
+}
+
+static void test_create_matches_query(void** state) {
+  (void)state;
+  hl_backend_info_t info;
+  HL_ASSERT_OK(hl_hip_backend_query(&info));
+  hl_backend_t* backend = (hl_backend_t*)&info;  // Must be cleared.
+  hl_status_t status =
+      hl_hip_backend_create(0, hl_allocator_system(), &backend);
+  if (info.available) {
+    HL_ASSERT_OK(status);
+    assert_non_null(backend);
+    assert_int_equal(backend->kind, HL_BACKEND_HIP);
+    assert_false(backend->host_visible_memory);
+    backend->vtable->destroy(backend);
+    return;
+  }
+  print_message("hl_hip_backend_create: %s: %s\n",
+                hl_status_code_name(hl_status_code(status)),
+                hl_status_message(status));
+  assert_int_equal(hl_status_code(status), HL_STATUS_UNAVAILABLE);
+  assert_string_equal(hl_status_message(status), info.reason);
+  assert_null(backend);
+  hl_status_free(status);
+
+  hl_device_properties_t props;
+  status = hl_hip_backend_device_properties(0, &props);
+  print_message("hl_hip_backend_device_properties: %s: %s\n",
+                hl_status_code_name(hl_status_code(status)),
+                hl_status_message(status));
+  assert_int_equal(hl_status_code(status), HL_STATUS_UNAVAILABLE);
+  assert_string_equal(hl_status_message(status), info.reason);
+  hl_status_free(status);
+}
+
+static void test_create_rejects_bad_ordinal(void** state) {
+  (void)state;
+  hl_backend_info_t info;
+  HL_ASSERT_OK(hl_hip_backend_query(&info));
+  hl_backend_t* backend = NULL;
+  hl_status_t status =
+      hl_hip_backend_create(-1, hl_allocator_system(), &backend);
+  // Without a device the runtime's absence is reported first.
+  assert_int_equal(hl_status_code(status), info.available
+                                               ? HL_STATUS_INVALID_ARGUMENT
+                                               : HL_STATUS_UNAVAILABLE);
+  assert_null(backend);
+  hl_status_free(status);
+}
+
+// The real runtime names errors, when its library is installed.
+static void test_runtime_names_errors(void** state) {
+  (void)state;
+  const hl_hip_runtime_t* runtime = hl_hip_runtime_get();
+  if (!runtime->symbols_loaded) {
+    print_message("libamdhip64 not loadable here: %s\n", runtime->reason);
+    assert_false(runtime->available);
+    assert_non_null(strstr(runtime->reason, "libamdhip64"));
+    return;
+  }
+  char buffer[32];
+  assert_string_equal(hl_hip_error_name(&runtime->syms, hipErrorNoDevice,
+                                        buffer, sizeof(buffer)),
+                      "hipErrorNoDevice");
+  assert_string_equal(hl_hip_error_name(&runtime->syms, hipErrorOutOfMemory,
+                                        buffer, sizeof(buffer)),
+                      "hipErrorOutOfMemory");
+  // An unknown code keeps its number.
+  assert_string_equal(
+      hl_hip_error_name(&runtime->syms, 123456, buffer, sizeof(buffer)),
+      "hipError(123456)");
+  assert_non_null(runtime->syms.hipMallocAsync);
+  assert_non_null(runtime->syms.hipStreamAddCallback);
+  assert_true(runtime->syms.hipGetDevicePropertiesR0000 != NULL ||
+              runtime->syms.hipGetDeviceProperties != NULL);
+}
+
+// A stand-in symbol table, so translation is tested without a device.
+static hipError_t hl_fake_malloc_async_result;
+static const char* hl_fake_get_error_name(hipError_t error) {
+  switch (error) {
+    case hipErrorOutOfMemory:
+      return "hipErrorOutOfMemory";
+    case hipErrorNoDevice:
+      return "hipErrorNoDevice";
+    case hipErrorInvalidValue:
+      return "hipErrorInvalidValue";
+    case hipErrorNotReady:
+      return "hipErrorNotReady";
+    default:
+      return "hipErrorUnknown";
+  }
+}
+static hipError_t hl_fake_malloc_async(void** ptr, size_t size,
+                                       hipStream_t stream) {
+  (void)stream;
+  *ptr =
+      hl_fake_malloc_async_result == hipSuccess ? (void*)(uintptr_t)size : NULL;
+  return hl_fake_malloc_async_result;
+}
+
+static hl_status_t hl_fake_malloc(const hl_hip_dynamic_symbols_t* syms,
+                                  size_t size) {
+  void* ptr = NULL;
+  HL_HIP_RETURN_IF_ERROR(syms, hipMallocAsync(&ptr, size, NULL),
+                         "hipMallocAsync(%zu bytes)", size);
+  assert_ptr_equal(ptr, (void*)(uintptr_t)size);
+  return hl_ok_status();
+}
+
+static void test_error_translation(void** state) {
+  (void)state;
+  hl_hip_dynamic_symbols_t syms;
+  memset(&syms, 0, sizeof(syms));
+  syms.hipGetErrorName = hl_fake_get_error_name;
+  syms.hipMallocAsync = hl_fake_malloc_async;
+
+  hl_fake_malloc_async_result = hipSuccess;
+  HL_ASSERT_OK(hl_fake_malloc(&syms, 64));
+
+  hl_fake_malloc_async_result = hipErrorOutOfMemory;
+  hl_status_t status = hl_fake_malloc(&syms, 1048576);
+  assert_int_equal(hl_status_code(status), HL_STATUS_RESOURCE_EXHAUSTED);
+  assert_string_equal(hl_status_message(status),
+                      "hipMallocAsync(1048576 bytes) failed: "
+                      "hipErrorOutOfMemory");
+  // The status points at the call site in this file.
+  assert_non_null(strstr(hl_status_source(status), "backend_hip_test.c"));
+  hl_status_free(status);
+
+  hl_fake_malloc_async_result = hipErrorNoDevice;
+  status = hl_fake_malloc(&syms, 8);
+  assert_int_equal(hl_status_code(status), HL_STATUS_UNAVAILABLE);
+  assert_non_null(strstr(hl_status_message(status), "hipErrorNoDevice"));
+  hl_status_free(status);
+
+  hl_fake_malloc_async_result = hipErrorInvalidValue;
+  status = hl_fake_malloc(&syms, 8);
+  assert_int_equal(hl_status_code(status), HL_STATUS_INVALID_ARGUMENT);
+  hl_status_free(status);
+
+  hl_fake_malloc_async_result = hipErrorNotReady;
+  status = hl_fake_malloc(&syms, 8);
+  assert_int_equal(hl_status_code(status), HL_STATUS_INTERNAL);
+  assert_string_equal(hl_status_message(status),
+                      "hipMallocAsync(8 bytes) failed: hipErrorNotReady");
+  hl_status_free(status);
+
+  // A code the runtime cannot name keeps its number.
+  hl_fake_malloc_async_result = 4242;
+  status = hl_fake_malloc(&syms, 8);
+  assert_int_equal(hl_status_code(status), HL_STATUS_INTERNAL);
+  assert_string_equal(hl_status_message(status),
+                      "hipMallocAsync(8 bytes) failed: hipError(4242)");
+  hl_status_free(status);
+
+  assert_int_equal(hl_hip_error_code(hipSuccess), HL_STATUS_OK);
+  assert_int_equal(hl_hip_error_code(hipErrorInvalidDevice),
+                   HL_STATUS_INVALID_ARGUMENT);
+  assert_int_equal(hl_hip_error_code(hipErrorInsufficientDriver),
+                   HL_STATUS_UNAVAILABLE);
+}
+
+static void test_size_map(void** state) {
+  (void)state;
+  hl_hip_size_map_t map;
+  HL_ASSERT_OK(hl_hip_size_map_initialize(hl_allocator_system(), &map));
+  uint64_t size = 0;
+  assert_false(hl_hip_size_map_remove(&map, (void*)(uintptr_t)0x1000, &size));
+
+  // Aligned pointers, as device allocations are, crowd the low bits.
+  enum { kCount = 5000 };
+  for (uintptr_t i = 1; i <= kCount; ++i) {
+    HL_ASSERT_OK(hl_hip_size_map_insert(&map, (void*)(i * 256), i * 3));
+  }
+  assert_int_equal(hl_hip_size_map_count(&map), kCount);
+  // Remove every other one, then check that the rest are still found.
+  for (uintptr_t i = 1; i <= kCount; i += 2) {
+    size = 0;
+    assert_true(hl_hip_size_map_remove(&map, (void*)(i * 256), &size));
+    assert_int_equal(size, i * 3);
+  }
+  assert_int_equal(hl_hip_size_map_count(&map), kCount / 2);
+  for (uintptr_t i = 1; i <= kCount; ++i) {
+    size = 7;
+    bool found = hl_hip_size_map_remove(&map, (void*)(i * 256), &size);
+    if (i % 2) {
+      assert_false(found);
+      assert_int_equal(size, 7);
+    } else {
+      assert_true(found);
+      assert_int_equal(size, i * 3);
+    }
+  }
+  assert_int_equal(hl_hip_size_map_count(&map), 0);
+  // The emptied table is reusable.
+  HL_ASSERT_OK(hl_hip_size_map_insert(&map, (void*)(uintptr_t)0x4000, 99));
+  assert_true(hl_hip_size_map_remove(&map, (void*)(uintptr_t)0x4000, &size));
+  assert_int_equal(size, 99);
+  hl_hip_size_map_deinitialize(&map);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_query_reports_availability),
+      cmocka_unit_test(test_query_rejects_null),
+      cmocka_unit_test(test_create_matches_query),
+      cmocka_unit_test(test_create_rejects_bad_ordinal),
+      cmocka_unit_test(test_runtime_names_errors),
+      cmocka_unit_test(test_error_translation),
+      cmocka_unit_test(test_size_map),
+  };
+  return cmocka_run_group_tests_name("backend_hip_probe", tests, NULL, NULL);
+}
+
+#else  // HL_HIP_TEST_GPU
+
+//===----------------------------------------------------------------------===//
+// Device tests
+//===----------------------------------------------------------------------===//
+
+#include <stdatomic.h>
+#include <threads.h>
+
+static hl_backend_t* hl_test_backend;
+
+static void hl_test_sleep_ms(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  thrd_sleep(&t, NULL);
+}
+
+static void test_properties(void** state) {
+  (void)state;
+  hl_device_properties_t props;
+  HL_ASSERT_OK(
+      hl_test_backend->vtable->query_properties(hl_test_backend, &props));
+  print_message("hip device 0: %s, target %s, %llu bytes, %d CUs\n", props.name,
+                props.target, (unsigned long long)props.memory_bytes,
+                props.compute_units);
+  assert_int_equal(props.backend, HL_BACKEND_HIP);
+  assert_int_equal(props.ordinal, 0);
+  assert_true(strlen(props.name) > 0);
+  assert_true(strncmp(props.target, "gfx", 3) == 0 ||
+              strncmp(props.target, "sm_", 3) == 0);
+  assert_true(props.memory_bytes > 0);
+  assert_true(props.compute_units > 0);
+  hl_device_properties_t again;
+  HL_ASSERT_OK(hl_hip_backend_device_properties(0, &again));
+  assert_string_equal(again.target, props.target);
+}
+
+typedef struct hl_test_order_t {
+  atomic_int step;
+  int seen_by_second;  // The step the second stream's host function saw.
+} hl_test_order_t;
+
+static void hl_test_first_host_fn(void* user) {
+  hl_test_order_t* order = user;
+  hl_test_sleep_ms(50);  // Give the other stream every chance to run early.
+  atomic_store(&order->step, 1);
+}
+
+static void hl_test_second_host_fn(void* user) {
+  hl_test_order_t* order = user;
+  order->seen_by_second = atomic_load(&order->step);
+  atomic_store(&order->step, 2);
+}
+
+// A host function on stream B that waits on an event recorded on stream A
+// after A's host function runs only after that host function.
+static void test_stream_event_host_func_ordering(void** state) {
+  (void)state;
+  const hl_backend_vtable_t* vt = hl_test_backend->vtable;
+  hl_backend_stream_t* a = NULL;
+  hl_backend_stream_t* b = NULL;
+  hl_backend_event_t* event = NULL;
+  HL_ASSERT_OK(vt->stream_create(hl_test_backend, &a));
+  HL_ASSERT_OK(vt->stream_create(hl_test_backend, &b));
+  HL_ASSERT_OK(vt->event_create(hl_test_backend, &event));
+
+  bool complete = false;
+  HL_ASSERT_OK(vt->event_query(hl_test_backend, event, &complete));
+  assert_true(complete);  // Never recorded counts as complete.
+
+  hl_test_order_t order = {.seen_by_second = -1};
+  atomic_init(&order.step, 0);
+  HL_ASSERT_OK(
+      vt->launch_host_func(hl_test_backend, a, hl_test_first_host_fn, &order));
+  HL_ASSERT_OK(vt->event_record(hl_test_backend, event, a));
+  HL_ASSERT_OK(vt->stream_wait_event(hl_test_backend, b, event));
+  HL_ASSERT_OK(
+      vt->launch_host_func(hl_test_backend, b, hl_test_second_host_fn, &order));
+  HL_ASSERT_OK(vt->stream_synchronize(hl_test_backend, b));
+  assert_int_equal(order.seen_by_second, 1);
+  assert_int_equal(atomic_load(&order.step), 2);
+  HL_ASSERT_OK(vt->event_synchronize(hl_test_backend, event));
+  HL_ASSERT_OK(vt->event_query(hl_test_backend, event, &complete));
+  assert_true(complete);
+
+  vt->event_destroy(hl_test_backend, event);
+  vt->stream_destroy(hl_test_backend, b);
+  vt->stream_destroy(hl_test_backend, a);
+}
+
+static void test_alloc_fill_copy_round_trip(void** state) {
+  (void)state;
+  const hl_backend_vtable_t* vt = hl_test_backend->vtable;
+  hl_backend_stream_t* stream = NULL;
+  HL_ASSERT_OK(vt->stream_create(hl_test_backend, &stream));
+  enum { kWords = 1 << 18 };
+  const size_t bytes = kWords * sizeof(uint32_t);
+  void* first = NULL;
+  void* second = NULL;
+  HL_ASSERT_OK(vt->malloc_async(hl_test_backend, bytes, stream, &first));
+  HL_ASSERT_OK(vt->malloc_async(hl_test_backend, bytes, stream, &second));
+  assert_non_null(first);
+  assert_non_null(second);
+  assert_ptr_not_equal(first, second);
+
+  hl_backend_pool_stats_t stats;
+  HL_ASSERT_OK(vt->pool_stats(hl_test_backend, &stats));
+  assert_int_equal(stats.used_bytes, 2 * bytes);
+  assert_true(stats.used_high_bytes >= 2 * bytes);
+  assert_int_equal(stats.alloc_count, 2);
+  hl_backend_counts_t counts;
+  vt->live_counts(hl_test_backend, &counts);
+  assert_int_equal(counts.live_blocks, 2);
+
+  HL_ASSERT_OK(
+      vt->memset32_async(hl_test_backend, first, 0xdeadbeefu, kWords, stream));
+  HL_ASSERT_OK(vt->memcpy_async(hl_test_backend, second, first, bytes, stream));
+  uint32_t* host = calloc(kWords, sizeof(uint32_t));
+  assert_non_null(host);
+  HL_ASSERT_OK(vt->memcpy_async(hl_test_backend, host, second, bytes, stream));
+  HL_ASSERT_OK(vt->stream_synchronize(hl_test_backend, stream));
+  for (size_t i = 0; i < kWords; ++i) {
+    if (host[i] != 0xdeadbeefu) {
+      fail_msg("word %zu is 0x%08x, expected 0xdeadbeef", i, host[i]);
+    }
+  }
+  // Host to device and back.
+  for (size_t i = 0; i < kWords; ++i) host[i] = (uint32_t)(i * 2654435761u);
+  HL_ASSERT_OK(vt->memcpy_async(hl_test_backend, first, host, bytes, stream));
+  HL_ASSERT_OK(vt->stream_synchronize(hl_test_backend, stream));
+  memset(host, 0, bytes);
+  HL_ASSERT_OK(vt->memcpy_async(hl_test_backend, host, first, bytes, stream));
+  HL_ASSERT_OK(vt->stream_synchronize(hl_test_backend, stream));
+  for (size_t i = 0; i < kWords; ++i) {
+    if (host[i] != (uint32_t)(i * 2654435761u)) fail_msg("word %zu", i);
+  }
+  free(host);
+
+  HL_ASSERT_OK(vt->free_async(hl_test_backend, first, stream));
+  HL_ASSERT_OK(vt->free_async(hl_test_backend, second, stream));
+  hl_status_t status = vt->free_async(hl_test_backend, first, stream);
+  assert_int_equal(hl_status_code(status), HL_STATUS_INVALID_ARGUMENT);
+  hl_status_free(status);
+  HL_ASSERT_OK(vt->stream_synchronize(hl_test_backend, stream));
+  HL_ASSERT_OK(vt->pool_stats(hl_test_backend, &stats));
+  assert_int_equal(stats.used_bytes, 0);
+  assert_int_equal(stats.free_count, 2);
+  vt->stream_destroy(hl_test_backend, stream);
+}
+
+static void test_pool_attributes_limit_and_trim(void** state) {
+  (void)state;
+  const hl_backend_vtable_t* vt = hl_test_backend->vtable;
+  hl_backend_stream_t* stream = NULL;
+  HL_ASSERT_OK(vt->stream_create(hl_test_backend, &stream));
+
+  hl_pool_attributes_t attrs = {.release_threshold = UINT64_MAX,
+                                .reuse_flags = HL_POOL_REUSE_ALL,
+                                .limit_bytes = 4u << 20};
+  HL_ASSERT_OK(vt->pool_set_attributes(hl_test_backend, &attrs));
+  hl_pool_attributes_t got;
+  HL_ASSERT_OK(vt->pool_get_attributes(hl_test_backend, &got));
+  assert_int_equal(got.release_threshold, UINT64_MAX);
+  assert_int_equal(got.reuse_flags, HL_POOL_REUSE_ALL);
+  assert_int_equal(got.limit_bytes, 4u << 20);
+
+  hl_backend_pool_stats_t before;
+  HL_ASSERT_OK(vt->pool_stats(hl_test_backend, &before));
+  void* block = NULL;
+  HL_ASSERT_OK(vt->malloc_async(hl_test_backend, 3u << 20, stream, &block));
+  void* too_much = NULL;
+  hl_status_t status =
+      vt->malloc_async(hl_test_backend, 2u << 20, stream, &too_much);
+  print_message("over the limit: %s\n", hl_status_message(status));
+  assert_int_equal(hl_status_code(status), HL_STATUS_RESOURCE_EXHAUSTED);
+  assert_non_null(strstr(hl_status_message(status), "2097152 bytes"));
+  assert_non_null(strstr(hl_status_message(status), "3145728 bytes in use"));
+  assert_non_null(strstr(hl_status_message(status), "limit 4194304 bytes"));
+  assert_null(too_much);
+  hl_status_free(status);
+
+  hl_backend_pool_stats_t stats;
+  HL_ASSERT_OK(vt->pool_stats(hl_test_backend, &stats));
+  assert_int_equal(stats.fail_count, before.fail_count + 1);
+  assert_true(stats.reserved_bytes >= 3u << 20);
+  assert_true(stats.reserved_high_bytes >= stats.reserved_bytes);
+
+  HL_ASSERT_OK(vt->free_async(hl_test_backend, block, stream));
+  HL_ASSERT_OK(vt->stream_synchronize(hl_test_backend, stream));
+  // The release threshold keeps the freed block reserved until a trim.
+  HL_ASSERT_OK(vt->pool_stats(hl_test_backend, &stats));
+  assert_true(stats.reserved_bytes >= 3u << 20);
+  HL_ASSERT_OK(vt->pool_trim(hl_test_backend, 0));
+  hl_backend_pool_stats_t trimmed;
+  HL_ASSERT_OK(vt->pool_stats(hl_test_backend, &trimmed));
+  assert_true(trimmed.reserved_bytes < stats.reserved_bytes);
+
+  attrs.limit_bytes = 0;
+  attrs.release_threshold = 0;
+  HL_ASSERT_OK(vt->pool_set_attributes(hl_test_backend, &attrs));
+  attrs.reuse_flags = 0x80;
+  status = vt->pool_set_attributes(hl_test_backend, &attrs);
+  assert_int_equal(hl_status_code(status), HL_STATUS_INVALID_ARGUMENT);
+  hl_status_free(status);
+  vt->stream_destroy(hl_test_backend, stream);
+}
+
+static void test_out_of_memory_names_sizes(void** state) {
+  (void)state;
+  const hl_backend_vtable_t* vt = hl_test_backend->vtable;
+  hl_backend_stream_t* stream = NULL;
+  HL_ASSERT_OK(vt->stream_create(hl_test_backend, &stream));
+  void* ptr = NULL;
+  // Far more than any device has.
+  hl_status_t status =
+      vt->malloc_async(hl_test_backend, (size_t)1 << 50, stream, &ptr);
+  print_message("oversized allocation: %s\n", hl_status_message(status));
+  assert_int_equal(hl_status_code(status), HL_STATUS_RESOURCE_EXHAUSTED);
+  assert_non_null(strstr(hl_status_message(status), "1125899906842624 bytes"));
+  assert_non_null(strstr(hl_status_message(status), "hipError"));
+  assert_null(ptr);
+  hl_status_free(status);
+  hl_backend_pool_stats_t stats;
+  HL_ASSERT_OK(vt->pool_stats(hl_test_backend, &stats));
+  assert_int_equal(stats.used_bytes, 0);
+  vt->stream_destroy(hl_test_backend, stream);
+}
+
+static void test_elapsed_time(void** state) {
+  (void)state;
+  const hl_backend_vtable_t* vt = hl_test_backend->vtable;
+  hl_backend_stream_t* stream = NULL;
+  hl_backend_event_t* start = NULL;
+  hl_backend_event_t* end = NULL;
+  HL_ASSERT_OK(vt->stream_create(hl_test_backend, &stream));
+  HL_ASSERT_OK(vt->event_create(hl_test_backend, &start));
+  HL_ASSERT_OK(vt->event_create(hl_test_backend, &end));
+  float ms = -1.0f;
+  hl_status_t status = vt->event_elapsed_ms(hl_test_backend, start, end, &ms);
+  assert_int_equal(hl_status_code(status), HL_STATUS_FAILED_PRECONDITION);
+  hl_status_free(status);
+
+  const size_t words = (size_t)16 << 20;
+  void* block = NULL;
+  HL_ASSERT_OK(vt->malloc_async(hl_test_backend, words * 4, stream, &block));
+  HL_ASSERT_OK(vt->event_record(hl_test_backend, start, stream));
+  for (int i = 0; i < 8; ++i) {
+    HL_ASSERT_OK(
+        vt->memset32_async(hl_test_backend, block, (uint32_t)i, words, stream));
+  }
+  HL_ASSERT_OK(vt->event_record(hl_test_backend, end, stream));
+  HL_ASSERT_OK(vt->event_synchronize(hl_test_backend, end));
+  HL_ASSERT_OK(vt->event_elapsed_ms(hl_test_backend, start, end, &ms));
+  print_message("8 fills of 64 MiB: %.3f ms\n", (double)ms);
+  assert_true(ms > 0.0f);
+  assert_true(ms < 10000.0f);
+  HL_ASSERT_OK(vt->free_async(hl_test_backend, block, stream));
+  vt->event_destroy(hl_test_backend, end);
+  vt->event_destroy(hl_test_backend, start);
+  vt->stream_destroy(hl_test_backend, stream);
+}
+
+static void test_module_errors(void** state) {
+  (void)state;
+  const hl_backend_vtable_t* vt = hl_test_backend->vtable;
+  hl_backend_module_t* module = NULL;
+  static const unsigned char kGarbage[64] = {1, 2, 3, 4};
+  hl_status_t status =
+      vt->module_load(hl_test_backend, kGarbage, sizeof(kGarbage), &module);
+  print_message("garbage code object: %s\n", hl_status_message(status));
+  assert_false(hl_status_is_ok(status));
+  assert_non_null(strstr(hl_status_message(status), "hipModuleLoadData"));
+  assert_null(module);
+  hl_status_free(status);
+  status = vt->module_load(hl_test_backend, NULL, 0, &module);
+  assert_int_equal(hl_status_code(status), HL_STATUS_INVALID_ARGUMENT);
+  hl_status_free(status);
+}
+
+static void test_live_counts_return_to_zero(void** state) {
+  (void)state;
+  hl_backend_counts_t counts;
+  hl_test_backend->vtable->live_counts(hl_test_backend, &counts);
+  assert_int_equal(counts.live_streams, 0);
+  assert_int_equal(counts.live_events, 0);
+  assert_int_equal(counts.live_blocks, 0);
+  assert_int_equal(counts.live_modules, 0);
+}
+
+static int hl_test_group_teardown(void** state) {
+  (void)state;
+  if (hl_test_backend) hl_test_backend->vtable->destroy(hl_test_backend);
+  hl_test_backend = NULL;
+  return 0;
+}
+
+int main(void) {
+  hl_backend_info_t info;
+  hl_status_t status = hl_hip_backend_query(&info);
+  if (!hl_status_is_ok(status) || !info.available) {
+    fprintf(stderr, "%s: hip backend unavailable: %s\n",
+            HL_HIP_TEST_EXPECT_DEVICE ? "failing" : "skipping",
+            hl_status_is_ok(status) ? info.reason : hl_status_message(status));
+    hl_status_free(status);
+    return HL_HIP_TEST_EXPECT_DEVICE ? 1 : 77;
+  }
+  status = hl_hip_backend_create(0, hl_allocator_system(), &hl_test_backend);
+  if (!hl_status_is_ok(status)) {
+    hl_status_fprint(NULL, "hl_hip_backend_create: ", status);
+    hl_status_free(status);
+    return 1;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_properties),
+      cmocka_unit_test(test_stream_event_host_func_ordering),
+      cmocka_unit_test(test_alloc_fill_copy_round_trip),
+      cmocka_unit_test(test_pool_attributes_limit_and_trim),
+      cmocka_unit_test(test_out_of_memory_names_sizes),
+      cmocka_unit_test(test_elapsed_time),
+      cmocka_unit_test(test_module_errors),
+      cmocka_unit_test(test_live_counts_return_to_zero),
+  };
+  return cmocka_run_group_tests_name("backend_hip_gpu", tests, NULL,
+                                     hl_test_group_teardown);
+}
+
+#endif  // HL_HIP_TEST_GPU
+
+#endif  // HL_HIP_TEST_FAKE_RUNTIME
