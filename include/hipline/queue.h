@@ -1,0 +1,72 @@
+// Queues: one backend stream plus a timeline semaphore.
+//
+// Every submission waits on a fence, runs its operations in queue order,
+// then signals its fence and advances the queue's own timeline. Waits on
+// values that nobody has submitted a signal for yet are parked without
+// blocking the caller and issued once the signal is submitted. Waits the
+// queue already covers (its frontier, or its own earlier signals) are elided.
+// Queues are reference counted and thread-safe.
+#ifndef HIPLINE_QUEUE_H_
+#define HIPLINE_QUEUE_H_
+
+#include <stdint.h>
+
+#include "hipline/device.h"
+#include "hipline/fence.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hl_queue_t hl_queue_t;
+
+// Creates a queue on |device| (retained).
+HL_API hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue);
+HL_API void hl_queue_retain(hl_queue_t* queue);
+// Releases |queue|; the last release waits for its submitted work.
+HL_API void hl_queue_release(hl_queue_t* queue);
+
+// Borrowed accessors.
+HL_API hl_device_t* hl_queue_device(const hl_queue_t* queue);
+// The queue's timeline: value N means the Nth submission completed.
+HL_API hl_semaphore_t* hl_queue_timeline(const hl_queue_t* queue);
+// A small integer naming the queue within its device (for messages).
+HL_API uint32_t hl_queue_id(const hl_queue_t* queue);
+
+// An empty submission: waits on |wait_fence| then signals |signal_fence|.
+HL_API hl_status_t hl_queue_barrier(hl_queue_t* queue,
+                                    const hl_fence_t* wait_fence,
+                                    const hl_fence_t* signal_fence);
+
+// Runs |fn(user)| in queue order after |wait_fence|, then signals. |fn| runs
+// on a runtime thread and must not block on this queue's own work.
+typedef void (*hl_queue_host_fn_t)(void* user);
+HL_API hl_status_t hl_queue_host_call(hl_queue_t* queue,
+                                      const hl_fence_t* wait_fence,
+                                      const hl_fence_t* signal_fence,
+                                      hl_queue_host_fn_t fn, void* user);
+
+// Blocks until every submission made so far has completed (or failed), or
+// |deadline| passes.
+HL_API hl_status_t hl_queue_wait_idle(hl_queue_t* queue, hl_time_t deadline);
+
+// Returns the queue's failure (copied) if a backend error or checked-mode
+// violation has failed the queue; OK otherwise. A failed queue fails every
+// later submission with the same status.
+HL_API hl_status_t hl_queue_status(hl_queue_t* queue);
+
+typedef struct hl_queue_stats_t {
+  uint64_t submissions;
+  uint64_t submitted_value;  // Last value assigned on the timeline.
+  uint64_t waits_issued;     // Device waits (stream-waits-event).
+  uint64_t waits_elided;     // Waits covered by the frontier or reached.
+  uint64_t parked;           // Submissions that waited for a signal.
+  uint64_t failed;           // Submissions whose signals were failed.
+} hl_queue_stats_t;
+HL_API void hl_queue_stats(hl_queue_t* queue, hl_queue_stats_t* out_stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // HIPLINE_QUEUE_H_

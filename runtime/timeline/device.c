@@ -1,0 +1,483 @@
+// Devices: a backend device plus the event pool, the queue registry and the
+// completion thread that runs deferred work (never on a stream callback).
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/base/env.h"
+#include "runtime/base/faults.h"
+#include "runtime/base/log.h"
+#include "runtime/base/trace.h"
+#include "runtime/timeline/timeline_internal.h"
+
+extern char** environ;
+
+static const char* const kBackendNames[] = {"auto", "host", "hip"};
+static const char* const kFallbackNames[] = {"frontier", "device-sync"};
+
+const char* hl_backend_kind_name(hl_backend_kind_t kind) {
+  return (unsigned)kind < 3 ? kBackendNames[kind] : "unknown";
+}
+
+const char* hl_fallback_mode_name(hl_fallback_mode_t mode) {
+  switch (mode) {
+    case HL_FALLBACK_FRONTIER:
+      return "frontier";
+    case HL_FALLBACK_DEVICE_SYNC:
+      return "device-sync";
+    default:
+      return "default";
+  }
+}
+
+hl_status_t hl_backend_query(hl_backend_kind_t kind, hl_backend_info_t* out_info) {
+  if (!out_info) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_backend_query: out_info is NULL");
+  }
+  switch (kind) {
+    case HL_BACKEND_HOST:
+      return hl_host_backend_query(out_info);
+    case HL_BACKEND_HIP:
+      return hl_hip_backend_query(out_info);
+    default:
+      return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                            "hl_backend_query: backend must be host or hip, "
+                            "got %d",
+                            (int)kind);
+  }
+}
+
+static hl_status_t hl_backend_from_env(hl_backend_kind_t* out_kind) {
+  int index = 0;
+  bool set = false;
+  HL_RETURN_IF_ERROR_PLAIN(
+      hl_env_enum("HIPLINE_BACKEND", kBackendNames, 3, &index, &set));
+  *out_kind = set ? (hl_backend_kind_t)index : HL_BACKEND_AUTO;
+  return NULL;
+}
+
+hl_status_t hl_backend_resolve(hl_backend_kind_t requested,
+                               hl_backend_kind_t* out_kind) {
+  if (!out_kind) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_backend_resolve: out_kind is NULL");
+  }
+  if ((unsigned)requested > HL_BACKEND_HIP) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "unknown backend kind %d; accepted: auto|host|hip",
+                          (int)requested);
+  }
+  if (requested == HL_BACKEND_AUTO) {
+    HL_RETURN_IF_ERROR_PLAIN(hl_backend_from_env(&requested));
+  }
+  hl_backend_info_t info;
+  if (requested == HL_BACKEND_AUTO) {
+    HL_RETURN_IF_ERROR_PLAIN(hl_hip_backend_query(&info));
+    *out_kind = info.available && info.device_count > 0 ? HL_BACKEND_HIP
+                                                        : HL_BACKEND_HOST;
+    return NULL;
+  }
+  HL_RETURN_IF_ERROR_PLAIN(hl_backend_query(requested, &info));
+  if (!info.available) {
+    return HL_MAKE_STATUS(HL_STATUS_UNAVAILABLE,
+                          "backend '%s' is unavailable: %s",
+                          hl_backend_kind_name(requested), info.reason);
+  }
+  *out_kind = requested;
+  return NULL;
+}
+
+hl_status_t hl_environment_check(void) {
+  static const char* const kKnown[] = {
+      "HIPLINE_BACKEND",  "HIPLINE_ASSUME_NO_ALIAS",
+      "HIPLINE_FALLBACK", "HIPLINE_POOL_RELEASE_THRESHOLD",
+      "HIPLINE_CHECKED",  "HIPLINE_FAULTS",
+      "HIPLINE_TRACE",    "HIPLINE_LOG",
+      "HIPLINE_HOST_DEVICES"};
+  hl_backend_kind_t kind;
+  HL_RETURN_IF_ERROR_PLAIN(hl_backend_from_env(&kind));
+  int index = 0;
+  bool set = false, flag = false;
+  HL_RETURN_IF_ERROR_PLAIN(
+      hl_env_enum("HIPLINE_FALLBACK", kFallbackNames, 2, &index, &set));
+  uint64_t size = 0;
+  HL_RETURN_IF_ERROR_PLAIN(
+      hl_env_size("HIPLINE_POOL_RELEASE_THRESHOLD", &size, &set));
+  HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_CHECKED", &flag, &set));
+  HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_ASSUME_NO_ALIAS", &flag, &set));
+  hl_faults_t faults;
+  HL_RETURN_IF_ERROR_PLAIN(hl_faults_from_env(&faults));
+  hl_log_level_t level;
+  HL_RETURN_IF_ERROR_PLAIN(hl_log_level_from_env(&level));
+  const char* devices = hl_env_get("HIPLINE_HOST_DEVICES");
+  if (devices) {
+    uint64_t n = 0;
+    HL_RETURN_IF_ERROR_PLAIN(
+        hl_parse_u64("HIPLINE_HOST_DEVICES", devices, 1, 64, &n));
+  }
+  // A misspelt variable would otherwise be silently ignored.
+  for (char** e = environ; e && *e; ++e) {
+    if (strncmp(*e, "HIPLINE_", 8) != 0) continue;
+    const char* eq = strchr(*e, '=');
+    size_t length = eq ? (size_t)(eq - *e) : strlen(*e);
+    bool known = false;
+    for (size_t i = 0; i < sizeof(kKnown) / sizeof(kKnown[0]); ++i) {
+      known |= strlen(kKnown[i]) == length && strncmp(*e, kKnown[i], length) == 0;
+    }
+    if (!known) {
+      HL_LOG_WARN("unknown environment variable %.*s is ignored", (int)length,
+                  *e);
+    }
+  }
+  return NULL;
+}
+
+void hl_device_options_initialize(hl_device_options_t* out_options) {
+  if (!out_options) return;
+  memset(out_options, 0, sizeof(*out_options));
+  out_options->backend = HL_BACKEND_AUTO;
+  out_options->fallback = HL_FALLBACK_DEFAULT;
+  out_options->checked = -1;
+}
+
+hl_status_t hl_backend_device_properties(hl_backend_kind_t kind, int ordinal,
+                                         hl_device_properties_t* out_props) {
+  if (!out_props) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_backend_device_properties: out_props is NULL");
+  }
+  switch (kind) {
+    case HL_BACKEND_HOST:
+      return hl_host_backend_device_properties(ordinal, out_props);
+    case HL_BACKEND_HIP:
+      return hl_hip_backend_device_properties(ordinal, out_props);
+    default:
+      return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                            "hl_backend_device_properties: backend must be "
+                            "host or hip");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Completion thread
+//===----------------------------------------------------------------------===//
+
+static void hl_device_destroy(hl_device_t* device);
+
+static int hl_device_work_main(void* arg) {
+  hl_device_t* device = (hl_device_t*)arg;
+  mtx_lock(&device->work_mutex);
+  for (;;) {
+    while (!device->work_head && !device->work_stop) {
+      cnd_wait(&device->work_cond, &device->work_mutex);
+    }
+    hl_work_t* work = device->work_head;
+    if (!work) break;  // Stopped and drained.
+    device->work_head = work->next;
+    if (!device->work_head) device->work_tail = NULL;
+    mtx_unlock(&device->work_mutex);
+    work->fn(work);
+    mtx_lock(&device->work_mutex);
+    --device->work_pending;
+    cnd_broadcast(&device->work_cond);
+  }
+  mtx_unlock(&device->work_mutex);
+  return 0;
+}
+
+void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work) {
+  work->next = NULL;
+  mtx_lock(&device->work_mutex);
+  if (device->work_tail) {
+    device->work_tail->next = work;
+  } else {
+    device->work_head = work;
+  }
+  device->work_tail = work;
+  ++device->work_pending;
+  cnd_broadcast(&device->work_cond);
+  mtx_unlock(&device->work_mutex);
+}
+
+void hl_device_flush_work(hl_device_t* device) {
+  mtx_lock(&device->work_mutex);
+  while (device->work_pending) cnd_wait(&device->work_cond, &device->work_mutex);
+  mtx_unlock(&device->work_mutex);
+}
+
+//===----------------------------------------------------------------------===//
+// Event pool
+//===----------------------------------------------------------------------===//
+
+hl_status_t hl_device_acquire_event(hl_device_t* device,
+                                    hl_backend_event_t** out_event) {
+  if (device->free_event_count) {
+    *out_event = device->free_events[--device->free_event_count];
+    return NULL;
+  }
+  HL_RETURN_IF_ERROR(device->backend->vtable->event_create(device->backend,
+                                                           out_event),
+                     "creating a timepoint event");
+  atomic_fetch_add(&device->live_events, 1);
+  return NULL;
+}
+
+void hl_device_recycle_event(hl_device_t* device, hl_backend_event_t* event) {
+  if (device->free_event_count == device->free_event_capacity) {
+    uint32_t capacity = device->free_event_capacity ? device->free_event_capacity * 2 : 64;
+    hl_backend_event_t** events =
+        realloc(device->free_events, capacity * sizeof(*events));
+    if (!events) {
+      device->backend->vtable->event_destroy(device->backend, event);
+      atomic_fetch_sub(&device->live_events, 1);
+      return;
+    }
+    device->free_events = events;
+    device->free_event_capacity = capacity;
+  }
+  device->free_events[device->free_event_count++] = event;
+}
+
+//===----------------------------------------------------------------------===//
+// Devices
+//===----------------------------------------------------------------------===//
+
+hl_status_t hl_device_create(const hl_device_options_t* options,
+                             hl_allocator_t host_allocator,
+                             hl_device_t** out_device) {
+  if (!out_device) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_device_create: out_device is NULL");
+  }
+  *out_device = NULL;
+  hl_device_options_t defaults;
+  if (!options) {
+    hl_device_options_initialize(&defaults);
+    options = &defaults;
+  }
+  if (!host_allocator.alloc) host_allocator = hl_allocator_system();
+  HL_RETURN_IF_ERROR(hl_environment_check(), "creating a device");
+  if ((unsigned)options->fallback > HL_FALLBACK_DEVICE_SYNC) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "unknown fallback mode %d; accepted: "
+                          "frontier|device-sync",
+                          (int)options->fallback);
+  }
+  if (options->checked < -1 || options->checked > 1) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "options.checked must be -1, 0 or 1, got %d",
+                          options->checked);
+  }
+  hl_backend_kind_t kind;
+  HL_RETURN_IF_ERROR(hl_backend_resolve(options->backend, &kind),
+                     "creating a device");
+
+  hl_device_t* device = NULL;
+  HL_RETURN_IF_ERROR(
+      hl_allocator_calloc(host_allocator, sizeof(*device), (void**)&device),
+      "creating a device");
+  atomic_init(&device->ref_count, 1);
+  device->host_allocator = host_allocator;
+  hl_status_t st = kind == HL_BACKEND_HIP
+                       ? hl_hip_backend_create(options->ordinal, host_allocator,
+                                               &device->backend)
+                       : hl_host_backend_create(options->ordinal, host_allocator,
+                                                &device->backend);
+  if (st) {
+    hl_allocator_free(host_allocator, device);
+    return hl_status_annotate(st, "creating %s device %d",
+                              hl_backend_kind_name(kind), options->ordinal);
+  }
+  hl_backend_t* backend = device->backend;
+  st = backend->vtable->query_properties(backend, &device->props);
+
+  // Pool attributes: explicit options, then the environment, then defaults.
+  hl_pool_attributes_t attrs;
+  if (!st) st = backend->vtable->pool_get_attributes(backend, &attrs);
+  if (!st) {
+    bool set = false;
+    uint64_t threshold = 0;
+    if (options->pool_release_threshold_set) {
+      attrs.release_threshold = options->pool.release_threshold;
+    } else {
+      st = hl_env_size("HIPLINE_POOL_RELEASE_THRESHOLD", &threshold, &set);
+      if (!st && set) attrs.release_threshold = threshold;
+    }
+    if (options->pool_reuse_flags_set) attrs.reuse_flags = options->pool.reuse_flags;
+    if (options->pool.limit_bytes) attrs.limit_bytes = options->pool.limit_bytes;
+  }
+  if (!st) st = backend->vtable->pool_set_attributes(backend, &attrs);
+
+  device->fallback = options->fallback;
+  if (!st && device->fallback == HL_FALLBACK_DEFAULT) {
+    int index = 0;
+    bool set = false;
+    st = hl_env_enum("HIPLINE_FALLBACK", kFallbackNames, 2, &index, &set);
+    device->fallback = (set && index == 1) ? HL_FALLBACK_DEVICE_SYNC
+                                           : HL_FALLBACK_FRONTIER;
+  }
+  device->checked = options->checked == 1;
+  if (!st && options->checked == -1) {
+    bool set = false, checked = false;
+    st = hl_env_bool("HIPLINE_CHECKED", &checked, &set);
+    device->checked = set && checked;
+  }
+  if (!st && device->checked && backend->kind == HL_BACKEND_HOST) {
+    hl_host_backend_set_poison(backend, true);
+  }
+  if (!st && device->checked && backend->kind != HL_BACKEND_HOST) {
+    HL_LOG_WARN("HIPLINE_CHECKED applies to the host backend only; device %d "
+                "(%s) runs unchecked",
+                options->ordinal, hl_backend_kind_name(backend->kind));
+    device->checked = false;
+  }
+  atomic_init(&device->next_queue_id, 0);
+  if (!st && (mtx_init(&device->work_mutex, mtx_plain) != thrd_success ||
+              cnd_init(&device->work_cond) != thrd_success)) {
+    st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                        "creating the completion thread's mutex");
+  }
+  if (!st && thrd_create(&device->work_thread, hl_device_work_main, device) !=
+                 thrd_success) {
+    mtx_destroy(&device->work_mutex);
+    cnd_destroy(&device->work_cond);
+    st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                        "starting the completion thread");
+  }
+  if (st) {
+    backend->vtable->destroy(backend);
+    hl_allocator_free(host_allocator, device);
+    return hl_status_annotate(st, "creating %s device %d",
+                              hl_backend_kind_name(kind), options->ordinal);
+  }
+  *out_device = device;
+  return NULL;
+}
+
+void hl_device_retain(hl_device_t* device) {
+  if (device) atomic_fetch_add_explicit(&device->ref_count, 1, memory_order_relaxed);
+}
+
+static void hl_device_destroy(hl_device_t* device) {
+  // Every queue retains its device, so none is left; what may remain is
+  // deferred work (fallback frees, notifications) that drains here.
+  hl_device_flush_work(device);
+  if (device->memory_state_destroy) device->memory_state_destroy(device);
+  if (device->invocation_state_destroy) device->invocation_state_destroy(device);
+  hl_device_flush_work(device);
+  mtx_lock(&device->work_mutex);
+  device->work_stop = true;
+  cnd_broadcast(&device->work_cond);
+  mtx_unlock(&device->work_mutex);
+  thrd_join(device->work_thread, NULL);
+  mtx_destroy(&device->work_mutex);
+  cnd_destroy(&device->work_cond);
+  for (uint32_t i = 0; i < device->free_event_count; ++i) {
+    device->backend->vtable->event_destroy(device->backend, device->free_events[i]);
+    atomic_fetch_sub(&device->live_events, 1);
+  }
+  free(device->free_events);
+  free(device->queues);
+  device->backend->vtable->destroy(device->backend);
+  hl_allocator_free(device->host_allocator, device);
+}
+
+// Devices are released from the completion thread too (deferred work holds
+// references). Destroying there would join the thread from itself, so that
+// case hands the destruction to a short-lived thread.
+static int hl_device_destroy_main(void* arg) {
+  hl_device_destroy((hl_device_t*)arg);
+  return 0;
+}
+
+void hl_device_release(hl_device_t* device) {
+  if (!device) return;
+  if (atomic_fetch_sub_explicit(&device->ref_count, 1, memory_order_acq_rel) != 1) {
+    return;
+  }
+  if (thrd_equal(thrd_current(), device->work_thread)) {
+    thrd_t t;
+    if (thrd_create(&t, hl_device_destroy_main, device) == thrd_success) {
+      thrd_detach(t);
+      return;
+    }
+    HL_LOG_ERROR("cannot start a thread to destroy device %d; leaking it",
+                 device->props.ordinal);
+    return;
+  }
+  hl_device_destroy(device);
+}
+
+hl_status_t hl_device_properties(hl_device_t* device,
+                                 hl_device_properties_t* out_props) {
+  if (!device || !out_props) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_device_properties: NULL device or out_props");
+  }
+  *out_props = device->props;
+  return NULL;
+}
+
+hl_fallback_mode_t hl_device_fallback_mode(const hl_device_t* device) {
+  return device ? device->fallback : HL_FALLBACK_DEFAULT;
+}
+
+bool hl_device_checked(const hl_device_t* device) {
+  return device && device->checked;
+}
+
+hl_status_t hl_device_pool_attributes(hl_device_t* device,
+                                      hl_pool_attributes_t* out_attrs) {
+  if (!device || !out_attrs) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_device_pool_attributes: NULL device or out_attrs");
+  }
+  return device->backend->vtable->pool_get_attributes(device->backend, out_attrs);
+}
+
+hl_status_t hl_device_trim(hl_device_t* device, uint64_t min_bytes_to_keep) {
+  if (!device) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "hl_device_trim: device is NULL");
+  }
+  return device->backend->vtable->pool_trim(device->backend, min_bytes_to_keep);
+}
+
+hl_status_t hl_device_snapshot_queues(hl_device_t* device,
+                                      hl_queue_t*** out_queues,
+                                      uint32_t* out_count) {
+  hl_timeline_lock();
+  uint32_t count = device->queue_count;
+  hl_queue_t** queues = count ? malloc(count * sizeof(*queues)) : NULL;
+  if (count && !queues) {
+    hl_timeline_unlock();
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "snapshotting %u queues", count);
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    queues[i] = device->queues[i];
+    hl_queue_retain(queues[i]);
+  }
+  hl_timeline_unlock();
+  *out_queues = queues;
+  *out_count = count;
+  return NULL;
+}
+
+hl_status_t hl_device_wait_idle(hl_device_t* device, int64_t deadline) {
+  if (!device) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_device_wait_idle: device is NULL");
+  }
+  hl_queue_t** queues = NULL;
+  uint32_t count = 0;
+  HL_RETURN_IF_ERROR_PLAIN(hl_device_snapshot_queues(device, &queues, &count));
+  hl_status_t st = NULL;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (!st) st = hl_queue_wait_idle(queues[i], deadline);
+    hl_queue_release(queues[i]);
+  }
+  free(queues);
+  return st;
+}

@@ -1,0 +1,657 @@
+// Queues and submissions: in-order issue over one backend stream, with
+// wait-before-signal parking, wait elision and failure propagation.
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/base/faults.h"
+#include "runtime/base/log.h"
+#include "runtime/base/trace.h"
+#include "runtime/timeline/timeline_internal.h"
+
+#define HL_FRONTIER_CAPACITY 32
+
+typedef struct hl_frontier_entry_t {
+  uint64_t semaphore_id;
+  uint64_t value;
+} hl_frontier_entry_t;
+
+// A backend event shared by the timepoints of one submission.
+typedef struct hl_shared_event_t {
+  hl_device_t* device;
+  hl_backend_event_t* event;
+  int refs;  // Scheduler lock.
+} hl_shared_event_t;
+
+struct hl_submission_t {
+  hl_submission_t* next;
+  hl_queue_t* queue;  // Retained.
+  uint64_t value;     // On the queue's timeline.
+  hl_fence_entry_t* waits;
+  size_t wait_count;
+  hl_fence_entry_t* signals;
+  size_t signal_count;
+  hl_op_t* ops;
+  _Atomic(hl_status_t) failure;
+  atomic_bool fail_queue;
+  bool parked_once;
+  hl_waiter_t park;
+  hl_work_t work;
+  hl_gated_t gate;
+};
+
+struct hl_queue_t {
+  atomic_int ref_count;
+  hl_device_t* device;  // Retained.
+  uint32_t id;
+  hl_backend_stream_t* stream;
+  hl_semaphore_t* timeline;
+  // Scheduler lock for everything below.
+  uint64_t next_value;
+  hl_submission_t* pending_head;
+  hl_submission_t* pending_tail;
+  bool pump_scheduled;
+  hl_work_t pump_work;
+  hl_frontier_entry_t frontier[HL_FRONTIER_CAPACITY];
+  uint32_t frontier_count;
+  uint32_t frontier_next_evict;
+  hl_status_t failure;
+  hl_queue_stats_t stats;
+};
+
+//===----------------------------------------------------------------------===//
+// Frontier
+//===----------------------------------------------------------------------===//
+
+static uint64_t hl_frontier_get(const hl_queue_t* q, uint64_t id) {
+  for (uint32_t i = 0; i < q->frontier_count; ++i) {
+    if (q->frontier[i].semaphore_id == id) return q->frontier[i].value;
+  }
+  return 0;
+}
+
+static void hl_frontier_raise(hl_queue_t* q, uint64_t id, uint64_t value) {
+  for (uint32_t i = 0; i < q->frontier_count; ++i) {
+    if (q->frontier[i].semaphore_id == id) {
+      if (q->frontier[i].value < value) q->frontier[i].value = value;
+      return;
+    }
+  }
+  uint32_t slot = q->frontier_count;
+  if (slot == HL_FRONTIER_CAPACITY) {
+    // Forgetting an entry only costs a redundant wait later.
+    slot = q->frontier_next_evict;
+    q->frontier_next_evict = (slot + 1) % HL_FRONTIER_CAPACITY;
+  } else {
+    ++q->frontier_count;
+  }
+  q->frontier[slot].semaphore_id = id;
+  q->frontier[slot].value = value;
+}
+
+//===----------------------------------------------------------------------===//
+// Submissions
+//===----------------------------------------------------------------------===//
+
+void hl_submission_fail(hl_submission_t* submission, hl_status_t status,
+                        bool fail_queue) {
+  if (!status) return;
+  hl_status_t expected = NULL;
+  if (!atomic_compare_exchange_strong(&submission->failure, &expected, status)) {
+    hl_status_free(status);
+  }
+  if (fail_queue) atomic_store(&submission->fail_queue, true);
+}
+
+void hl_submission_describe(const hl_submission_t* submission, char* buffer,
+                            size_t capacity) {
+  snprintf(buffer, capacity, "queue %u submission %llu", submission->queue->id,
+           (unsigned long long)submission->value);
+}
+
+static void hl_submission_destroy(hl_work_t* work) {
+  hl_submission_t* sub =
+      (hl_submission_t*)((char*)work - offsetof(hl_submission_t, work));
+  hl_status_t status = atomic_load(&sub->failure);
+  hl_op_t* op = sub->ops;
+  while (op) {
+    hl_op_t* next = op->next;
+    op->vtable->release(op, status);
+    op = next;
+  }
+  for (size_t i = 0; i < sub->wait_count; ++i) {
+    hl_semaphore_release(sub->waits[i].semaphore);
+  }
+  for (size_t i = 0; i < sub->signal_count; ++i) {
+    hl_semaphore_release(sub->signals[i].semaphore);
+  }
+  hl_status_free(status);
+  hl_queue_t* queue = sub->queue;
+  free(sub->waits);
+  free(sub);
+  hl_queue_release(queue);
+}
+
+// Checks the waits for failures that happened after issue (host backend).
+static hl_status_t hl_submission_gate_check(void* user) {
+  hl_submission_t* sub = (hl_submission_t*)user;
+  for (size_t i = 0; i < sub->wait_count; ++i) {
+    hl_status_t failure = hl_semaphore_failure(sub->waits[i].semaphore);
+    if (failure) return hl_status_clone(failure);
+  }
+  return NULL;
+}
+
+// Runs on the stream (a backend host function): publishes the outcome.
+static void hl_submission_complete(void* user) {
+  hl_submission_t* sub = (hl_submission_t*)user;
+  hl_queue_t* queue = sub->queue;
+  if (!atomic_load(&sub->failure)) {
+    hl_status_t late = hl_submission_gate_check(sub);
+    if (late) hl_submission_fail(sub, late, false);
+  }
+  hl_timeline_lock();
+  hl_status_t failure = atomic_load(&sub->failure);
+  for (size_t i = 0; i < sub->signal_count; ++i) {
+    if (failure) {
+      hl_semaphore_fail_locked(sub->signals[i].semaphore,
+                               hl_status_clone(failure));
+    } else {
+      hl_semaphore_signal_locked(sub->signals[i].semaphore,
+                                 sub->signals[i].value);
+    }
+  }
+  if (failure) ++queue->stats.failed;
+  if (failure && atomic_load(&sub->fail_queue)) {
+    if (!queue->failure) queue->failure = hl_status_clone(failure);
+    hl_semaphore_fail_locked(queue->timeline, hl_status_clone(failure));
+  } else {
+    hl_semaphore_signal_locked(queue->timeline, sub->value);
+  }
+  hl_timeline_unlock();
+  hl_device_enqueue_work(queue->device, &sub->work);
+}
+
+static void hl_gated_thunk(void* user) {
+  hl_gated_t* gate = (hl_gated_t*)user;
+  if (atomic_load(&gate->submission->failure)) return;
+  hl_status_t st = gate->fn(gate->user);
+  if (st) hl_submission_fail(gate->submission, st, false);
+}
+
+hl_status_t hl_issue_enqueue_gated(hl_issue_ctx_t* ctx, hl_gated_t* storage,
+                                   hl_gated_fn_t fn, void* user) {
+  storage->submission = ctx->submission;
+  storage->fn = fn;
+  storage->user = user;
+  return ctx->backend->vtable->launch_host_func(ctx->backend, ctx->stream,
+                                                hl_gated_thunk, storage);
+}
+
+static void hl_shared_event_drop(hl_shared_event_t* shared) {
+  if (--shared->refs == 0) {
+    hl_device_recycle_event(shared->device, shared->event);
+    free(shared);
+  }
+}
+
+// Issues |sub| (the head of |queue|) on the stream. Scheduler lock held.
+static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
+  hl_device_t* device = queue->device;
+  hl_backend_t* backend = device->backend;
+  hl_issue_ctx_t ctx = {queue, device, backend, queue->stream, sub, true};
+  hl_status_t st = NULL;
+
+  if (!atomic_load(&sub->failure) && hl_faults_should_fail_submission()) {
+    hl_submission_fail(
+        sub,
+        HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                       "submission %llu on queue %u failed: injected by "
+                       "HIPLINE_FAULTS",
+                       (unsigned long long)sub->value, queue->id),
+        false);
+  }
+  if (!atomic_load(&sub->failure)) {
+    for (size_t i = 0; i < sub->wait_count && !st; ++i) {
+      hl_semaphore_t* s = sub->waits[i].semaphore;
+      uint64_t v = sub->waits[i].value;
+      if (hl_semaphore_value(s) >= v) {
+        ++queue->stats.waits_elided;
+        continue;
+      }
+      ctx.waits_settled = false;
+      if (s == queue->timeline || hl_frontier_get(queue, s->id) >= v) {
+        ++queue->stats.waits_elided;
+        continue;
+      }
+      hl_timepoint_t* tp = hl_semaphore_find_timepoint_locked(s, v);
+      if (!tp) {
+        // The pump only issues when every wait is reached or has a device
+        // timepoint; anything else is a bug worth a loud status.
+        st = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                            "queue %u: wait for %llu has no timepoint", queue->id,
+                            (unsigned long long)v);
+        break;
+      }
+      st = backend->vtable->stream_wait_event(backend, queue->stream, tp->event);
+      if (!st) {
+        ++queue->stats.waits_issued;
+        hl_frontier_raise(queue, s->id, tp->value);
+      }
+    }
+    if (st) {
+      hl_submission_fail(sub, hl_status_annotate(st, "issuing waits on queue %u", queue->id),
+                         true);
+      st = NULL;
+    }
+  }
+  if (!atomic_load(&sub->failure) && backend->host_visible_memory &&
+      !ctx.waits_settled) {
+    st = hl_issue_enqueue_gated(&ctx, &sub->gate, hl_submission_gate_check, sub);
+    if (st) hl_submission_fail(sub, st, true);
+  }
+  for (hl_op_t* op = sub->ops; op && !atomic_load(&sub->failure); op = op->next) {
+    st = op->vtable->issue(op, &ctx);
+    if (st) {
+      hl_submission_fail(sub, st, false);
+    }
+  }
+  st = backend->vtable->launch_host_func(backend, queue->stream,
+                                         hl_submission_complete, sub);
+  if (st) {
+    // Without the completion callback nothing will publish this submission in
+    // order: the queue is broken. Fail everything now.
+    hl_submission_fail(sub, hl_status_clone(st), true);
+    if (!queue->failure) queue->failure = hl_status_clone(st);
+    for (size_t i = 0; i < sub->signal_count; ++i) {
+      hl_semaphore_fail_locked(sub->signals[i].semaphore, hl_status_clone(st));
+    }
+    hl_semaphore_fail_locked(queue->timeline,
+                             hl_status_annotate(st, "queue %u", queue->id));
+    hl_device_enqueue_work(device, &sub->work);
+    return;
+  }
+  // One event after the completion callback backs every signal's timepoint,
+  // so a queue that waits on it also sees the published values.
+  hl_backend_event_t* event = NULL;
+  hl_shared_event_t* shared = NULL;
+  st = hl_device_acquire_event(device, &event);
+  if (!st) st = backend->vtable->event_record(backend, event, queue->stream);
+  if (!st) {
+    shared = calloc(1, sizeof(*shared));
+    if (!shared) {
+      st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED, "allocating a timepoint");
+    }
+  }
+  if (st) {
+    // Other queues will wait for these signals on the host side instead
+    // (they park until the values are reached); correctness holds.
+    if (event) hl_device_recycle_event(device, event);
+    HL_LOG_WARN("queue %u: no device timepoint for submission %llu: %s",
+                queue->id, (unsigned long long)sub->value, hl_status_message(st));
+    hl_status_free(st);
+  } else {
+    shared->device = device;
+    shared->event = event;
+    shared->refs = 1;  // Held while the timepoints are attached.
+    for (size_t i = 0; i <= sub->signal_count; ++i) {
+      hl_semaphore_t* s = i < sub->signal_count ? sub->signals[i].semaphore
+                                                : queue->timeline;
+      uint64_t v = i < sub->signal_count ? sub->signals[i].value : sub->value;
+      if (hl_semaphore_value(s) >= v || hl_semaphore_failure(s)) continue;
+      ++shared->refs;
+      hl_status_t tp_st = hl_semaphore_add_timepoint_locked(s, v, device, event);
+      if (tp_st) {
+        --shared->refs;
+        hl_status_free(tp_st);
+      }
+    }
+    hl_shared_event_drop(shared);
+  }
+  for (size_t i = 0; i < sub->signal_count; ++i) {
+    hl_frontier_raise(queue, sub->signals[i].semaphore->id, sub->signals[i].value);
+  }
+}
+
+static void hl_queue_schedule_pump_locked(hl_queue_t* queue);
+
+static void hl_submission_park_notify(hl_waiter_t* waiter) {
+  hl_submission_t* sub =
+      (hl_submission_t*)((char*)waiter - offsetof(hl_submission_t, park));
+  hl_queue_schedule_pump_locked(sub->queue);
+}
+
+// Issues pending submissions in order until one must wait for a signal that
+// has not been submitted. Scheduler lock held.
+static void hl_queue_pump_locked(hl_queue_t* queue) {
+  while (queue->pending_head) {
+    hl_submission_t* sub = queue->pending_head;
+    hl_semaphore_remove_waiter_locked(&sub->park);
+    if (!atomic_load(&sub->failure)) {
+      for (size_t i = 0; i < sub->wait_count; ++i) {
+        hl_semaphore_t* s = sub->waits[i].semaphore;
+        uint64_t v = sub->waits[i].value;
+        hl_status_t failure = hl_semaphore_failure(s);
+        if (failure) {
+          hl_submission_fail(
+              sub,
+              hl_status_annotate(hl_status_clone(failure),
+                                 "queue %u submission %llu waited on a failed "
+                                 "semaphore",
+                                 queue->id, (unsigned long long)sub->value),
+              false);
+          break;
+        }
+        if (hl_semaphore_value(s) >= v || s == queue->timeline ||
+            hl_frontier_get(queue, s->id) >= v || s->issued_value >= v) {
+          continue;
+        }
+        // Wait-before-signal: park until a signal >= v is issued.
+        sub->park.value = v;
+        sub->park.on_issue = true;
+        sub->park.notify = hl_submission_park_notify;
+        hl_semaphore_add_waiter_locked(s, &sub->park);
+        if (!sub->parked_once) {
+          sub->parked_once = true;
+          ++queue->stats.parked;
+        }
+        return;
+      }
+    }
+    queue->pending_head = sub->next;
+    if (!queue->pending_head) queue->pending_tail = NULL;
+    sub->next = NULL;
+    hl_queue_issue_locked(queue, sub);
+  }
+}
+
+static void hl_queue_pump_work(hl_work_t* work) {
+  hl_queue_t* queue = (hl_queue_t*)((char*)work - offsetof(hl_queue_t, pump_work));
+  hl_timeline_lock();
+  queue->pump_scheduled = false;
+  hl_queue_pump_locked(queue);
+  hl_timeline_unlock();
+  hl_queue_release(queue);
+}
+
+static void hl_queue_schedule_pump_locked(hl_queue_t* queue) {
+  if (queue->pump_scheduled) return;
+  queue->pump_scheduled = true;
+  hl_queue_retain(queue);
+  queue->pump_work.fn = hl_queue_pump_work;
+  hl_device_enqueue_work(queue->device, &queue->pump_work);
+}
+
+//===----------------------------------------------------------------------===//
+// Queues
+//===----------------------------------------------------------------------===//
+
+hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
+  if (!device || !out_queue) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_create: NULL device or out_queue");
+  }
+  *out_queue = NULL;
+  hl_queue_t* queue = NULL;
+  HL_RETURN_IF_ERROR(hl_allocator_calloc(device->host_allocator, sizeof(*queue),
+                                         (void**)&queue),
+                     "creating a queue");
+  atomic_init(&queue->ref_count, 1);
+  queue->device = device;
+  queue->id = atomic_fetch_add(&device->next_queue_id, 1);
+  hl_status_t st = hl_semaphore_create(0, device->host_allocator, &queue->timeline);
+  if (!st) {
+    st = device->backend->vtable->stream_create(device->backend, &queue->stream);
+    if (st) hl_semaphore_release(queue->timeline);
+  }
+  if (!st) {
+    hl_timeline_lock();
+    if (device->queue_count == device->queue_capacity) {
+      uint32_t capacity = device->queue_capacity ? device->queue_capacity * 2 : 8;
+      hl_queue_t** queues = realloc(device->queues, capacity * sizeof(*queues));
+      if (queues) {
+        device->queues = queues;
+        device->queue_capacity = capacity;
+      }
+    }
+    if (device->queue_count < device->queue_capacity) {
+      device->queues[device->queue_count++] = queue;
+    } else {
+      st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED, "registering a queue");
+    }
+    hl_timeline_unlock();
+    if (st) {
+      device->backend->vtable->stream_destroy(device->backend, queue->stream);
+      hl_semaphore_release(queue->timeline);
+    }
+  }
+  if (st) {
+    hl_allocator_free(device->host_allocator, queue);
+    return hl_status_annotate(st, "creating a queue on device %d",
+                              device->props.ordinal);
+  }
+  hl_device_retain(device);
+  *out_queue = queue;
+  return NULL;
+}
+
+void hl_queue_retain(hl_queue_t* queue) {
+  if (queue) atomic_fetch_add_explicit(&queue->ref_count, 1, memory_order_relaxed);
+}
+
+void hl_queue_release(hl_queue_t* queue) {
+  if (!queue) return;
+  if (atomic_fetch_sub_explicit(&queue->ref_count, 1, memory_order_acq_rel) != 1) {
+    return;
+  }
+  // Submissions retain their queue, so nothing is pending or in flight here
+  // except the tail of the stream (the event record after a completion).
+  hl_device_t* device = queue->device;
+  hl_timeline_lock();
+  for (uint32_t i = 0; i < device->queue_count; ++i) {
+    if (device->queues[i] == queue) {
+      device->queues[i] = device->queues[--device->queue_count];
+      break;
+    }
+  }
+  hl_timeline_unlock();
+  device->backend->vtable->stream_destroy(device->backend, queue->stream);
+  hl_semaphore_release(queue->timeline);
+  hl_status_free(queue->failure);
+  hl_allocator_free(device->host_allocator, queue);
+  hl_device_release(device);
+}
+
+hl_device_t* hl_queue_device(const hl_queue_t* queue) {
+  return queue ? queue->device : NULL;
+}
+
+hl_semaphore_t* hl_queue_timeline(const hl_queue_t* queue) {
+  return queue ? queue->timeline : NULL;
+}
+
+uint32_t hl_queue_id(const hl_queue_t* queue) { return queue ? queue->id : 0; }
+
+hl_backend_stream_t* hl_queue_stream(const hl_queue_t* queue) {
+  return queue->stream;
+}
+
+uint64_t hl_queue_submitted_value(hl_queue_t* queue) {
+  hl_timeline_lock();
+  uint64_t v = queue->next_value;
+  hl_timeline_unlock();
+  return v;
+}
+
+static void hl_ops_release_all(hl_op_t* ops, hl_status_t status) {
+  while (ops) {
+    hl_op_t* next = ops->next;
+    ops->vtable->release(ops, status);
+    ops = next;
+  }
+}
+
+static hl_status_t hl_copy_fence(const hl_fence_t* fence,
+                                 hl_fence_entry_t* entries) {
+  for (size_t i = 0; i < hl_fence_count(fence); ++i) {
+    entries[i] = fence->entries[i];
+    hl_semaphore_retain(entries[i].semaphore);
+  }
+  return NULL;
+}
+
+hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                            const hl_fence_t* signal_fence, hl_op_t* ops,
+                            uint64_t* out_value) {
+  if (!queue) {
+    hl_status_t st = HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                                    "queue submission: queue is NULL");
+    hl_ops_release_all(ops, st);
+    return st;
+  }
+  HL_TRACE_ZONE_BEGIN(zone, "hl_queue_submit");
+  size_t waits = hl_fence_count(wait_fence), signals = hl_fence_count(signal_fence);
+  for (size_t i = 0; i < signals; ++i) {
+    if (signal_fence->entries[i].semaphore == queue->timeline) {
+      hl_status_t st = HL_MAKE_STATUS(
+          HL_STATUS_INVALID_ARGUMENT,
+          "queue %u: a submission may not signal the queue's own timeline",
+          queue->id);
+      hl_ops_release_all(ops, st);
+      HL_TRACE_ZONE_END(zone);
+      return st;
+    }
+  }
+  hl_submission_t* sub = calloc(1, sizeof(*sub));
+  hl_fence_entry_t* entries =
+      (waits + signals) ? malloc((waits + signals) * sizeof(*entries)) : NULL;
+  if (!sub || ((waits + signals) && !entries)) {
+    free(sub);
+    free(entries);
+    hl_status_t st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                                    "allocating a submission on queue %u", queue->id);
+    hl_ops_release_all(ops, st);
+    HL_TRACE_ZONE_END(zone);
+    return st;
+  }
+  hl_copy_fence(wait_fence, entries);
+  hl_copy_fence(signal_fence, entries + waits);
+  sub->waits = entries;
+  sub->wait_count = waits;
+  sub->signals = entries + waits;
+  sub->signal_count = signals;
+  sub->ops = ops;
+  sub->work.fn = hl_submission_destroy;
+  atomic_init(&sub->failure, NULL);
+  atomic_init(&sub->fail_queue, false);
+  hl_queue_retain(queue);
+  sub->queue = queue;
+
+  hl_timeline_lock();
+  if (queue->failure) {
+    // A failed queue runs nothing more; its signals fail with its status.
+    hl_status_t failure = hl_status_clone(queue->failure);
+    for (size_t i = 0; i < signals; ++i) {
+      hl_semaphore_fail_locked(sub->signals[i].semaphore, hl_status_clone(failure));
+    }
+    hl_timeline_unlock();
+    hl_submission_fail(sub, hl_status_clone(failure), false);
+    hl_device_enqueue_work(queue->device, &sub->work);
+    HL_TRACE_ZONE_END(zone);
+    return hl_status_annotate(failure, "queue %u has failed", queue->id);
+  }
+  sub->value = ++queue->next_value;
+  ++queue->stats.submissions;
+  if (queue->pending_tail) {
+    queue->pending_tail->next = sub;
+  } else {
+    queue->pending_head = sub;
+  }
+  queue->pending_tail = sub;
+  if (out_value) *out_value = sub->value;
+  if (!queue->pump_scheduled) hl_queue_pump_locked(queue);
+  hl_timeline_unlock();
+  HL_TRACE_ZONE_END(zone);
+  return NULL;
+}
+
+hl_status_t hl_queue_barrier(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                             const hl_fence_t* signal_fence) {
+  return hl_queue_submit(queue, wait_fence, signal_fence, NULL, NULL);
+}
+
+typedef struct hl_host_call_op_t {
+  hl_op_t base;
+  hl_queue_host_fn_t fn;
+  void* user;
+  hl_gated_t gate;
+  hl_issue_ctx_t* unused;
+} hl_host_call_op_t;
+
+static void hl_host_call_trampoline(void* user) {
+  hl_host_call_op_t* op = (hl_host_call_op_t*)user;
+  op->fn(op->user);
+}
+
+static hl_status_t hl_host_call_gated(void* user) {
+  hl_host_call_trampoline(user);
+  return NULL;
+}
+
+static hl_status_t hl_host_call_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
+  hl_host_call_op_t* op = (hl_host_call_op_t*)base;
+  return hl_issue_enqueue_gated(ctx, &op->gate, hl_host_call_gated, op);
+}
+
+static void hl_host_call_release(hl_op_t* base, hl_status_t status) {
+  free(base);
+}
+
+static const hl_op_vtable_t hl_host_call_vtable = {hl_host_call_issue,
+                                                   hl_host_call_release};
+
+hl_status_t hl_queue_host_call(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                               const hl_fence_t* signal_fence,
+                               hl_queue_host_fn_t fn, void* user) {
+  if (!fn) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_host_call: fn is NULL");
+  }
+  hl_host_call_op_t* op = calloc(1, sizeof(*op));
+  if (!op) {
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "allocating a host call");
+  }
+  op->base.vtable = &hl_host_call_vtable;
+  op->fn = fn;
+  op->user = user;
+  return hl_queue_submit(queue, wait_fence, signal_fence, &op->base, NULL);
+}
+
+hl_status_t hl_queue_wait_idle(hl_queue_t* queue, hl_time_t deadline) {
+  if (!queue) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_wait_idle: queue is NULL");
+  }
+  uint64_t value = hl_queue_submitted_value(queue);
+  return hl_semaphore_wait(queue->timeline, value, deadline);
+}
+
+hl_status_t hl_queue_status(hl_queue_t* queue) {
+  if (!queue) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "hl_queue_status: queue is NULL");
+  }
+  hl_timeline_lock();
+  hl_status_t st = hl_status_clone(queue->failure);
+  hl_timeline_unlock();
+  return st;
+}
+
+void hl_queue_stats(hl_queue_t* queue, hl_queue_stats_t* out_stats) {
+  if (!queue || !out_stats) return;
+  hl_timeline_lock();
+  *out_stats = queue->stats;
+  out_stats->submitted_value = queue->next_value;
+  hl_timeline_unlock();
+}

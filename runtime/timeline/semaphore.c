@@ -1,0 +1,331 @@
+// Timeline semaphores.
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/base/time_util.h"
+#include "runtime/timeline/timeline_internal.h"
+
+static mtx_t hl_timeline_mutex_;
+static once_flag hl_timeline_once_ = ONCE_FLAG_INIT;
+static atomic_uint_least64_t hl_next_semaphore_id_ = 1;
+
+static void hl_timeline_init(void) {
+  mtx_init(&hl_timeline_mutex_, mtx_plain);
+}
+
+void hl_timeline_lock(void) {
+  call_once(&hl_timeline_once_, hl_timeline_init);
+  mtx_lock(&hl_timeline_mutex_);
+}
+
+void hl_timeline_unlock(void) { mtx_unlock(&hl_timeline_mutex_); }
+
+hl_status_t hl_semaphore_create(uint64_t initial_value,
+                                hl_allocator_t host_allocator,
+                                hl_semaphore_t** out_semaphore) {
+  if (!out_semaphore) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_semaphore_create: out_semaphore is NULL");
+  }
+  *out_semaphore = NULL;
+  hl_semaphore_t* s = NULL;
+  HL_RETURN_IF_ERROR(
+      hl_allocator_calloc(host_allocator, sizeof(*s), (void**)&s),
+      "creating a semaphore");
+  atomic_init(&s->ref_count, 1);
+  s->host_allocator = host_allocator;
+  s->id = atomic_fetch_add(&hl_next_semaphore_id_, 1);
+  atomic_init(&s->value, initial_value);
+  atomic_init(&s->failure, NULL);
+  s->issued_value = initial_value;
+  *out_semaphore = s;
+  return NULL;
+}
+
+void hl_semaphore_retain(hl_semaphore_t* semaphore) {
+  if (semaphore) atomic_fetch_add_explicit(&semaphore->ref_count, 1, memory_order_relaxed);
+}
+
+static void hl_semaphore_drop_timepoints_locked(hl_semaphore_t* s,
+                                                uint64_t upto) {
+  while (s->timepoints && s->timepoints->value <= upto) {
+    hl_timepoint_t* tp = s->timepoints;
+    s->timepoints = tp->next;
+    hl_device_recycle_event(tp->device, tp->event);
+    free(tp);
+  }
+}
+
+void hl_semaphore_release(hl_semaphore_t* semaphore) {
+  if (!semaphore) return;
+  if (atomic_fetch_sub_explicit(&semaphore->ref_count, 1,
+                                memory_order_acq_rel) != 1) {
+    return;
+  }
+  if (semaphore->timepoints) {
+    // Work signalling this semaphore is still in flight: its completion holds
+    // no reference, so recycle the events now; nobody can wait on them.
+    hl_timeline_lock();
+    hl_semaphore_drop_timepoints_locked(semaphore, UINT64_MAX);
+    hl_timeline_unlock();
+  }
+  hl_status_free(atomic_load(&semaphore->failure));
+  hl_allocator_free(semaphore->host_allocator, semaphore);
+}
+
+void hl_semaphore_add_waiter_locked(hl_semaphore_t* semaphore,
+                                    hl_waiter_t* waiter) {
+  waiter->semaphore = semaphore;
+  waiter->registered = true;
+  waiter->next = semaphore->waiters;
+  semaphore->waiters = waiter;
+}
+
+void hl_semaphore_remove_waiter_locked(hl_waiter_t* waiter) {
+  if (!waiter->registered) return;
+  hl_waiter_t** link = &waiter->semaphore->waiters;
+  for (; *link; link = &(*link)->next) {
+    if (*link == waiter) {
+      *link = waiter->next;
+      break;
+    }
+  }
+  waiter->registered = false;
+  waiter->next = NULL;
+}
+
+// Notifies and unregisters every waiter for which |ready| holds.
+static void hl_semaphore_notify_locked(hl_semaphore_t* s, bool all,
+                                       uint64_t reached, uint64_t issued) {
+  hl_waiter_t** link = &s->waiters;
+  while (*link) {
+    hl_waiter_t* w = *link;
+    bool ready = all || w->value <= reached || (w->on_issue && w->value <= issued);
+    if (!ready) {
+      link = &w->next;
+      continue;
+    }
+    *link = w->next;
+    w->next = NULL;
+    w->registered = false;
+    w->notify(w);
+  }
+}
+
+void hl_semaphore_signal_locked(hl_semaphore_t* s, uint64_t value) {
+  if (value <= hl_semaphore_value(s) || hl_semaphore_failure(s)) return;
+  atomic_store_explicit(&s->value, value, memory_order_release);
+  if (s->issued_value < value) s->issued_value = value;
+  hl_semaphore_drop_timepoints_locked(s, value);
+  hl_semaphore_notify_locked(s, false, value, s->issued_value);
+}
+
+void hl_semaphore_fail_locked(hl_semaphore_t* s, hl_status_t status) {
+  if (!status) {
+    status = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                            "semaphore failed without a status");
+  }
+  hl_status_t expected = NULL;
+  if (!atomic_compare_exchange_strong(&s->failure, &expected, status)) {
+    hl_status_free(status);  // The first failure is kept.
+    return;
+  }
+  hl_semaphore_drop_timepoints_locked(s, UINT64_MAX);
+  hl_semaphore_notify_locked(s, true, 0, 0);
+}
+
+hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* s, uint64_t value,
+                                              hl_device_t* device,
+                                              hl_backend_event_t* event) {
+  hl_timepoint_t* tp = calloc(1, sizeof(*tp));
+  if (!tp) {
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "allocating a timepoint for value %llu",
+                          (unsigned long long)value);
+  }
+  tp->value = value;
+  tp->device = device;
+  // Not retained: a device drains its queues before it goes, and draining
+  // reaches (and so drops) every timepoint its events back.
+  tp->event = event;
+  hl_timepoint_t** link = &s->timepoints;
+  while (*link && (*link)->value < value) link = &(*link)->next;
+  tp->next = *link;
+  *link = tp;
+  if (s->issued_value < value) {
+    s->issued_value = value;
+    hl_semaphore_notify_locked(s, false, hl_semaphore_value(s), value);
+  }
+  return NULL;
+}
+
+hl_timepoint_t* hl_semaphore_find_timepoint_locked(hl_semaphore_t* s,
+                                                   uint64_t value) {
+  for (hl_timepoint_t* tp = s->timepoints; tp; tp = tp->next) {
+    if (tp->value >= value) return tp;
+  }
+  return NULL;
+}
+
+hl_status_t hl_semaphore_query(hl_semaphore_t* semaphore, uint64_t* out_value) {
+  if (!semaphore || !out_value) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_semaphore_query: NULL semaphore or out_value");
+  }
+  *out_value = hl_semaphore_value(semaphore);
+  hl_status_t failure = hl_semaphore_failure(semaphore);
+  return failure ? hl_status_clone(failure) : NULL;
+}
+
+hl_status_t hl_semaphore_signal(hl_semaphore_t* semaphore, uint64_t value) {
+  if (!semaphore) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_semaphore_signal: semaphore is NULL");
+  }
+  hl_timeline_lock();
+  hl_status_t failure = hl_semaphore_failure(semaphore);
+  if (failure) {
+    hl_status_t copy = hl_status_clone(failure);
+    hl_timeline_unlock();
+    return hl_status_annotate(copy, "signalling a failed semaphore to %llu",
+                              (unsigned long long)value);
+  }
+  uint64_t current = hl_semaphore_value(semaphore);
+  if (value <= current) {
+    hl_timeline_unlock();
+    return HL_MAKE_STATUS(HL_STATUS_OUT_OF_RANGE,
+                          "semaphore signal to %llu must be greater than the "
+                          "current value %llu",
+                          (unsigned long long)value,
+                          (unsigned long long)current);
+  }
+  hl_semaphore_signal_locked(semaphore, value);
+  hl_timeline_unlock();
+  return NULL;
+}
+
+void hl_semaphore_fail(hl_semaphore_t* semaphore, hl_status_t status) {
+  if (!semaphore) {
+    hl_status_free(status);
+    return;
+  }
+  if (!status) {
+    status = HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                            "hl_semaphore_fail called with an OK status");
+  }
+  hl_timeline_lock();
+  hl_semaphore_fail_locked(semaphore, status);
+  hl_timeline_unlock();
+}
+
+typedef struct hl_host_waiter_t {
+  hl_waiter_t base;
+  cnd_t* cond;
+  bool fired;
+} hl_host_waiter_t;
+
+static void hl_host_waiter_notify(hl_waiter_t* waiter) {
+  hl_host_waiter_t* w = (hl_host_waiter_t*)waiter;
+  w->fired = true;
+  cnd_signal(w->cond);
+}
+
+hl_status_t hl_semaphore_wait(hl_semaphore_t* semaphore, uint64_t value,
+                              hl_time_t deadline) {
+  return hl_semaphore_wait_many(HL_WAIT_ALL, 1, &semaphore, &value, deadline,
+                                NULL);
+}
+
+#define HL_WAIT_MANY_MAX 64
+
+hl_status_t hl_semaphore_wait_many(hl_wait_mode_t mode, size_t count,
+                                   hl_semaphore_t* const* semaphores,
+                                   const uint64_t* values, hl_time_t deadline,
+                                   size_t* out_index) {
+  if (count == 0) return NULL;
+  if (!semaphores || !values) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "wait: NULL semaphore or value list");
+  }
+  if (count > HL_WAIT_MANY_MAX) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "wait on %zu semaphores; at most %d at once", count,
+                          HL_WAIT_MANY_MAX);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (!semaphores[i]) {
+      return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                            "wait: semaphore %zu is NULL", i);
+    }
+  }
+  if (mode != HL_WAIT_ALL && mode != HL_WAIT_ANY) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "wait: unknown mode %d",
+                          (int)mode);
+  }
+  cnd_t cond;
+  if (cnd_init(&cond) != thrd_success) {
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "wait: creating a condition variable");
+  }
+  hl_host_waiter_t waiters[HL_WAIT_MANY_MAX];
+  memset(waiters, 0, sizeof(waiters[0]) * count);
+  hl_status_t result = NULL;
+  hl_timeline_lock();
+  for (;;) {
+    size_t reached = 0, pending_index = count;
+    for (size_t i = 0; i < count; ++i) {
+      hl_status_t failure = hl_semaphore_failure(semaphores[i]);
+      if (failure) {
+        result = hl_status_annotate(hl_status_clone(failure),
+                                    "waiting on semaphore %zu for %llu", i,
+                                    (unsigned long long)values[i]);
+        goto done;
+      }
+      if (hl_semaphore_value(semaphores[i]) >= values[i]) {
+        ++reached;
+        if (mode == HL_WAIT_ANY) {
+          if (out_index) *out_index = i;
+          goto done;
+        }
+      } else if (pending_index == count) {
+        pending_index = i;
+      }
+    }
+    if (reached == count) goto done;
+    if (deadline != HL_INFINITE_FUTURE && hl_time_now() >= deadline) {
+      result = HL_MAKE_STATUS(HL_STATUS_DEADLINE_EXCEEDED,
+                              "wait on %zu semaphore(s) timed out (%s)", count,
+                              mode == HL_WAIT_ALL ? "all" : "any");
+      goto done;
+    }
+    // Register on what is still pending: the first pending one for "all"
+    // (the others are re-checked after it fires), every one for "any".
+    for (size_t i = pending_index; i < count; ++i) {
+      if (hl_semaphore_value(semaphores[i]) >= values[i]) continue;
+      waiters[i].base.value = values[i];
+      waiters[i].base.notify = hl_host_waiter_notify;
+      waiters[i].cond = &cond;
+      waiters[i].fired = false;
+      hl_semaphore_add_waiter_locked(semaphores[i], &waiters[i].base);
+      if (mode == HL_WAIT_ALL) break;
+    }
+    bool fired = false;
+    while (!fired) {
+      int rc = hl_cnd_wait_until(&cond, &hl_timeline_mutex_, deadline);
+      for (size_t i = 0; i < count; ++i) fired |= waiters[i].fired;
+      if (rc == thrd_timedout) break;
+    }
+    for (size_t i = 0; i < count; ++i) {
+      hl_semaphore_remove_waiter_locked(&waiters[i].base);
+      waiters[i].fired = false;
+    }
+  }
+done:
+  for (size_t i = 0; i < count; ++i) {
+    hl_semaphore_remove_waiter_locked(&waiters[i].base);
+  }
+  hl_timeline_unlock();
+  cnd_destroy(&cond);
+  return result;
+}

@@ -1,0 +1,248 @@
+// Internals of the timeline layer: devices, semaphores, queues, submissions.
+//
+// Locking: every timeline state transition (semaphore values and failures,
+// timepoints, waiter lists, queue pending lists and frontiers) happens under
+// one process-wide scheduler mutex, hl_timeline_lock(). Backend calls that
+// only enqueue (stream waits, host functions, event records, async memory
+// operations) may be made with it held; anything that blocks (stream or
+// event synchronize, joining threads) and every release that may destroy an
+// object is done after unlocking. Host functions running on streams take the
+// lock only briefly and never call into the backend.
+#ifndef HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
+#define HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
+
+#include <stdatomic.h>
+#include <threads.h>
+
+#include "hipline/device.h"
+#include "hipline/fence.h"
+#include "hipline/queue.h"
+#include "hipline/semaphore.h"
+#include "runtime/backend/backend.h"
+
+typedef struct hl_submission_t hl_submission_t;
+typedef struct hl_waiter_t hl_waiter_t;
+
+//===----------------------------------------------------------------------===//
+// Scheduler lock and deferred work
+//===----------------------------------------------------------------------===//
+
+void hl_timeline_lock(void);
+void hl_timeline_unlock(void);
+
+// A unit of work run on a device's completion thread (never on a stream
+// callback, so it may call into the backend and release objects).
+typedef struct hl_work_t {
+  struct hl_work_t* next;
+  void (*fn)(struct hl_work_t* work);
+} hl_work_t;
+
+//===----------------------------------------------------------------------===//
+// Devices
+//===----------------------------------------------------------------------===//
+
+typedef struct hl_device_memory_stats_t hl_device_memory_stats_t;
+
+struct hl_device_t {
+  atomic_int ref_count;
+  hl_allocator_t host_allocator;
+  hl_backend_t* backend;
+  hl_device_properties_t props;
+  hl_fallback_mode_t fallback;
+  bool checked;
+
+  // Queues of this device (not retained; a queue removes itself when it is
+  // destroyed). Guarded by the scheduler lock.
+  hl_queue_t** queues;
+  uint32_t queue_count;
+  uint32_t queue_capacity;
+  atomic_uint next_queue_id;
+
+  // Recycled backend events. Guarded by the scheduler lock.
+  hl_backend_event_t** free_events;
+  uint32_t free_event_count;
+  uint32_t free_event_capacity;
+  atomic_int_least64_t live_events;  // Created and not destroyed.
+
+  // Completion thread: runs hl_work_t items in order.
+  mtx_t work_mutex;
+  cnd_t work_cond;
+  hl_work_t* work_head;
+  hl_work_t* work_tail;
+  uint64_t work_pending;  // Enqueued and not finished.
+  bool work_stop;
+  thrd_t work_thread;
+
+  // Per-layer extension state, owned by the memory and invocation layers.
+  void* memory_state;
+  void (*memory_state_destroy)(hl_device_t* device);
+  void* invocation_state;
+  void (*invocation_state_destroy)(hl_device_t* device);
+};
+
+// Queues |work| on |device|'s completion thread.
+void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work);
+// Blocks until every work item enqueued so far has run.
+void hl_device_flush_work(hl_device_t* device);
+
+// Event pool (scheduler lock held).
+hl_status_t hl_device_acquire_event(hl_device_t* device,
+                                    hl_backend_event_t** out_event);
+void hl_device_recycle_event(hl_device_t* device, hl_backend_event_t* event);
+
+// Snapshot of the device's queues, each retained; caller releases them.
+hl_status_t hl_device_snapshot_queues(hl_device_t* device,
+                                      hl_queue_t*** out_queues,
+                                      uint32_t* out_count);
+
+//===----------------------------------------------------------------------===//
+// Semaphores
+//===----------------------------------------------------------------------===//
+
+// A device timepoint: |value| is signalled when |event| completes.
+typedef struct hl_timepoint_t {
+  struct hl_timepoint_t* next;  // Ascending by value.
+  uint64_t value;
+  hl_device_t* device;
+  hl_backend_event_t* event;
+} hl_timepoint_t;
+
+// Something waiting for a semaphore to reach |value| (or to fail, or, when
+// |on_issue| is set, for a device signal >= |value| to be issued).
+struct hl_waiter_t {
+  hl_waiter_t* next;
+  hl_semaphore_t* semaphore;  // Registered on; not retained.
+  uint64_t value;
+  bool on_issue;
+  bool registered;
+  // Called with the scheduler lock held when the condition holds. Must not
+  // block or call into the backend.
+  void (*notify)(hl_waiter_t* waiter);
+};
+
+struct hl_semaphore_t {
+  atomic_int ref_count;
+  hl_allocator_t host_allocator;
+  uint64_t id;                   // Unique for the process; never reused.
+  _Atomic uint64_t value;        // Written under the scheduler lock.
+  _Atomic(hl_status_t) failure;  // First failure; written once.
+  uint64_t issued_value;         // Highest value with a device timepoint.
+  hl_timepoint_t* timepoints;
+  hl_waiter_t* waiters;
+};
+
+// Scheduler lock held for all of these.
+void hl_semaphore_add_waiter_locked(hl_semaphore_t* semaphore,
+                                    hl_waiter_t* waiter);
+void hl_semaphore_remove_waiter_locked(hl_waiter_t* waiter);
+// Signals |value| (ignored if not greater). Wakes waiters.
+void hl_semaphore_signal_locked(hl_semaphore_t* semaphore, uint64_t value);
+// Fails with |status| (consumed) unless already failed.
+void hl_semaphore_fail_locked(hl_semaphore_t* semaphore, hl_status_t status);
+// Attaches a timepoint for |value| recorded as |event| on |device|.
+hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* semaphore,
+                                              uint64_t value,
+                                              hl_device_t* device,
+                                              hl_backend_event_t* event);
+// Finds the earliest timepoint with value >= |value|, or NULL.
+hl_timepoint_t* hl_semaphore_find_timepoint_locked(hl_semaphore_t* semaphore,
+                                                   uint64_t value);
+static inline hl_status_t hl_semaphore_failure(hl_semaphore_t* semaphore) {
+  return atomic_load_explicit(&semaphore->failure, memory_order_acquire);
+}
+static inline uint64_t hl_semaphore_value(hl_semaphore_t* semaphore) {
+  return atomic_load_explicit(&semaphore->value, memory_order_acquire);
+}
+
+//===----------------------------------------------------------------------===//
+// Fences
+//===----------------------------------------------------------------------===//
+
+typedef struct hl_fence_entry_t {
+  hl_semaphore_t* semaphore;  // Retained.
+  uint64_t value;
+} hl_fence_entry_t;
+
+struct hl_fence_t {
+  atomic_int ref_count;
+  hl_allocator_t host_allocator;
+  hl_fence_entry_t* entries;
+  size_t count;
+  size_t capacity;
+  hl_fence_entry_t inline_entries[4];
+};
+
+// Calls |fn(user, status)| on |device|'s completion thread once every pair of
+// |fence| (copied now) is reached, or with the first failure. Never blocks.
+typedef void (*hl_fence_callback_t)(void* user, hl_status_t status);
+hl_status_t hl_fence_notify(const hl_fence_t* fence, hl_device_t* device,
+                            hl_fence_callback_t fn, void* user);
+
+//===----------------------------------------------------------------------===//
+// Queues and submissions
+//===----------------------------------------------------------------------===//
+
+// Context handed to operations while they are issued.
+typedef struct hl_issue_ctx_t {
+  hl_queue_t* queue;
+  hl_device_t* device;
+  hl_backend_t* backend;
+  hl_backend_stream_t* stream;
+  hl_submission_t* submission;
+  // True when every wait was already reached on the host at issue time, so
+  // the submission cannot fail because of its waits later.
+  bool waits_settled;
+} hl_issue_ctx_t;
+
+typedef struct hl_op_t hl_op_t;
+typedef struct hl_op_vtable_t {
+  // Enqueues the operation's device work on |ctx->stream|. Called in queue
+  // order with the scheduler lock held. A failure fails the submission (and
+  // the queue, for backend errors).
+  hl_status_t (*issue)(hl_op_t* op, hl_issue_ctx_t* ctx);
+  // Drops the operation's resources once the submission has completed,
+  // failed or been cancelled; |status| (borrowed) says which. Runs on the
+  // completion thread.
+  void (*release)(hl_op_t* op, hl_status_t status);
+} hl_op_vtable_t;
+struct hl_op_t {
+  const hl_op_vtable_t* vtable;
+  hl_op_t* next;
+};
+
+// Work that runs on the stream in order, but only if the submission has not
+// failed; a returned status fails the submission. Used on backends with host
+// visible memory. |storage| is owned by the caller until the submission
+// completes (embed it in the op).
+typedef hl_status_t (*hl_gated_fn_t)(void* user);
+typedef struct hl_gated_t {
+  hl_submission_t* submission;
+  hl_gated_fn_t fn;
+  void* user;
+} hl_gated_t;
+hl_status_t hl_issue_enqueue_gated(hl_issue_ctx_t* ctx, hl_gated_t* storage,
+                                   hl_gated_fn_t fn, void* user);
+
+// Fails |submission| with |status| (consumed; first failure wins). Safe from
+// host functions. When |fail_queue| is set the queue fails too (sticky).
+void hl_submission_fail(hl_submission_t* submission, hl_status_t status,
+                        bool fail_queue);
+
+// Describes |submission| for messages: "queue 2 submission 17".
+void hl_submission_describe(const hl_submission_t* submission, char* buffer,
+                            size_t capacity);
+
+// Submits |ops| (a NULL-terminated list linked through |next|; ownership
+// passes to the queue even on failure: every op is released exactly once).
+// On success *out_value (may be NULL) is the submission's value on the
+// queue's timeline.
+hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                            const hl_fence_t* signal_fence, hl_op_t* ops,
+                            uint64_t* out_value);
+
+// The backend stream of |queue| (borrowed).
+hl_backend_stream_t* hl_queue_stream(const hl_queue_t* queue);
+// Last value assigned on the queue's timeline.
+uint64_t hl_queue_submitted_value(hl_queue_t* queue);
+
+#endif  // HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
