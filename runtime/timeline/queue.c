@@ -570,6 +570,9 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   }
   queue->pending_tail = sub;
   if (out_value) *out_value = sub->value;
+  for (hl_op_t* op = ops; op; op = op->next) {
+    if (op->vtable->on_submit) op->vtable->on_submit(op, queue, sub->value);
+  }
   if (!queue->pump_scheduled) hl_queue_pump_locked(queue);
   hl_timeline_unlock();
   HL_TRACE_ZONE_END(zone);
@@ -586,7 +589,6 @@ typedef struct hl_host_call_op_t {
   hl_queue_host_fn_t fn;
   void* user;
   hl_gated_t gate;
-  hl_issue_ctx_t* unused;
 } hl_host_call_op_t;
 
 static void hl_host_call_trampoline(void* user) {
@@ -609,7 +611,7 @@ static void hl_host_call_release(hl_op_t* base, hl_status_t status) {
 }
 
 static const hl_op_vtable_t hl_host_call_vtable = {hl_host_call_issue,
-                                                   hl_host_call_release};
+                                                   hl_host_call_release, NULL};
 
 hl_status_t hl_queue_host_call(hl_queue_t* queue, const hl_fence_t* wait_fence,
                                const hl_fence_t* signal_fence,

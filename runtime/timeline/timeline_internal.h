@@ -204,6 +204,10 @@ typedef struct hl_op_vtable_t {
   // failed or been cancelled; |status| (borrowed) says which. Runs on the
   // completion thread.
   void (*release)(hl_op_t* op, hl_status_t status);
+  // Optional: called once with the scheduler lock held, as soon as the
+  // submission has its |value| on |queue|'s timeline and before anything is
+  // issued, so uses can be recorded before any other thread can look.
+  void (*on_submit)(hl_op_t* op, hl_queue_t* queue, uint64_t value);
 } hl_op_vtable_t;
 struct hl_op_t {
   const hl_op_vtable_t* vtable;

@@ -1,0 +1,243 @@
+// queue_alloca and queue_dealloca: allocation and free in queue order.
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/base/trace.h"
+#include "runtime/memory/memory_internal.h"
+
+//===----------------------------------------------------------------------===//
+// Alloca
+//===----------------------------------------------------------------------===//
+
+typedef struct hl_alloca_op_t {
+  hl_op_t base;
+  hl_buffer_t* buffer;  // Retained until the submission completes.
+  uint32_t queue_id;
+} hl_alloca_op_t;
+
+static void hl_alloca_on_submit(hl_op_t* base, hl_queue_t* queue,
+                                uint64_t value) {
+  hl_alloca_op_t* op = (hl_alloca_op_t*)base;
+  // The alloca counts as the first write: a dealloca waits for it too.
+  hl_root_record_use(op->buffer->root, queue, value, true);
+}
+
+static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
+  hl_alloca_op_t* op = (hl_alloca_op_t*)base;
+  hl_root_t* root = op->buffer->root;
+  hl_backend_t* backend = ctx->backend;
+  HL_TRACE_ZONE_BEGIN(zone, "hl_queue_alloca.issue");
+  void* ptr = NULL;
+  hl_status_t st = backend->vtable->malloc_async(backend, (size_t)root->size,
+                                                 ctx->stream, &ptr);
+  if (st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) {
+    // Out of memory: return cached blocks to the system and retry once.
+    hl_status_free(st);
+    hl_status_ignore(backend->vtable->pool_trim(backend, 0));
+    st = backend->vtable->malloc_async(backend, (size_t)root->size, ctx->stream,
+                                       &ptr);
+    if (st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) {
+      hl_backend_pool_stats_t pool;
+      memset(&pool, 0, sizeof(pool));
+      hl_status_ignore(backend->vtable->pool_stats(backend, &pool));
+      hl_memory_note(ctx->device, op->queue_id, HL_MEMORY_EVENT_OOM, 0);
+      st = hl_status_annotate(
+          st,
+          "queue_alloca of %llu bytes on queue %u: out of memory after trim "
+          "and retry (pool used %llu, reserved %llu bytes)",
+          (unsigned long long)root->size, op->queue_id,
+          (unsigned long long)pool.used_bytes,
+          (unsigned long long)pool.reserved_bytes);
+    }
+  }
+  if (st) {
+    atomic_store(&root->state, HL_ROOT_FAILED);
+    HL_TRACE_ZONE_END(zone);
+    return st;
+  }
+  atomic_store(&root->ptr, ptr);
+  atomic_store(&root->state, HL_ROOT_LIVE);
+  hl_memory_note(ctx->device, op->queue_id, HL_MEMORY_EVENT_ALLOCA, root->size);
+  HL_TRACE_INSTANT("alloca", root->size);
+  HL_TRACE_ZONE_END(zone);
+  return NULL;
+}
+
+static void hl_alloca_release(hl_op_t* base, hl_status_t status) {
+  hl_alloca_op_t* op = (hl_alloca_op_t*)base;
+  hl_buffer_release(op->buffer);
+  free(op);
+}
+
+static const hl_op_vtable_t hl_alloca_vtable = {hl_alloca_issue, hl_alloca_release,
+                                                hl_alloca_on_submit};
+
+hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                            const hl_fence_t* signal_fence, uint64_t size,
+                            uint32_t flags, hl_buffer_t** out_buffer) {
+  if (!out_buffer) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_alloca: out_buffer is NULL");
+  }
+  *out_buffer = NULL;
+  if (!queue) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "hl_queue_alloca: queue is NULL");
+  }
+  if (size == 0) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_alloca of 0 bytes on queue %u", hl_queue_id(queue));
+  }
+  if (size > HL_BUFFER_MAX_SIZE) {
+    return HL_MAKE_STATUS(HL_STATUS_OUT_OF_RANGE,
+                          "hl_queue_alloca of %llu bytes on queue %u exceeds the "
+                          "2^48-byte limit",
+                          (unsigned long long)size, hl_queue_id(queue));
+  }
+  if (flags != 0) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_alloca: unknown flags 0x%x", flags);
+  }
+  hl_root_t* root = NULL;
+  HL_RETURN_IF_ERROR_PLAIN(hl_root_create_async(queue, size, &root));
+  hl_buffer_t* buffer = NULL;
+  hl_status_t st = hl_buffer_create_view(root, 0, size, NULL, &buffer);
+  hl_root_release(root);  // The buffer holds it now (or it goes on failure).
+  HL_RETURN_IF_ERROR_PLAIN(st);
+  hl_alloca_op_t* op = calloc(1, sizeof(*op));
+  if (!op) {
+    hl_buffer_release(buffer);
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED, "allocating an alloca op");
+  }
+  op->base.vtable = &hl_alloca_vtable;
+  op->buffer = buffer;
+  op->queue_id = hl_queue_id(queue);
+  hl_buffer_retain(buffer);
+  st = hl_queue_submit(queue, wait_fence, signal_fence, &op->base, NULL);
+  if (st) {
+    hl_buffer_release(buffer);
+    return st;
+  }
+  *out_buffer = buffer;
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Dealloca
+//===----------------------------------------------------------------------===//
+
+typedef struct hl_dealloca_op_t {
+  hl_op_t base;
+  hl_buffer_t* buffer;  // Retained.
+  bool frees;           // ASYNC pool root: free on the stream.
+  atomic_bool freed;
+  uint32_t queue_id;
+  uint64_t value;
+  hl_backend_stream_t* stream;
+  hl_gated_t gate;
+} hl_dealloca_op_t;
+
+static void hl_dealloca_on_submit(hl_op_t* base, hl_queue_t* queue,
+                                  uint64_t value) {
+  ((hl_dealloca_op_t*)base)->value = value;
+}
+
+static hl_status_t hl_dealloca_free(void* user) {
+  hl_dealloca_op_t* op = (hl_dealloca_op_t*)user;
+  char who[96];
+  snprintf(who, sizeof(who), "queue_dealloca on queue %u (submission %llu)",
+           op->queue_id, (unsigned long long)op->value);
+  hl_root_t* root = op->buffer->root;
+  if (atomic_load(&root->state) != HL_ROOT_LIVE) return NULL;  // Alloca failed.
+  hl_status_t st = hl_root_free_memory(root, op->stream, who);
+  if (!st) atomic_store(&op->freed, true);
+  return st;
+}
+
+static hl_status_t hl_dealloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
+  hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
+  if (!op->frees) return NULL;  // A barrier: the waits were the point.
+  op->stream = ctx->stream;
+  HL_TRACE_INSTANT("dealloca", op->buffer->root->size);
+  // On the host backend the free runs in stream order behind a gate unless
+  // the waits are already settled, so a wait that fails later cancels it and
+  // checked mode sees the exact moment the memory died. Elsewhere the free
+  // is enqueued now (hipFreeAsync cannot be made conditional).
+  if (ctx->backend->host_visible_memory &&
+      (!ctx->waits_settled || ctx->device->checked)) {
+    return hl_issue_enqueue_gated(ctx, &op->gate, hl_dealloca_free, op);
+  }
+  return hl_dealloca_free(op);
+}
+
+static void hl_dealloca_release(hl_op_t* base, hl_status_t status) {
+  hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
+  hl_root_t* root = op->buffer->root;
+  hl_device_t* device = root->device;
+  if (op->frees && !atomic_load(&op->freed) &&
+      atomic_load(&root->state) == HL_ROOT_LIVE) {
+    // Cancelled (a wait failed): the buffer stays valid and may be
+    // deallocated again.
+    atomic_store(&root->dealloca_scheduled, false);
+    hl_memory_note(device, op->queue_id, HL_MEMORY_EVENT_DEALLOCA_CANCELLED, 0);
+  } else {
+    hl_memory_note(device, op->queue_id, HL_MEMORY_EVENT_DEALLOCA, 0);
+  }
+  hl_buffer_release(op->buffer);
+  free(op);
+}
+
+static const hl_op_vtable_t hl_dealloca_vtable = {
+    hl_dealloca_issue, hl_dealloca_release, hl_dealloca_on_submit};
+
+hl_status_t hl_queue_dealloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                              const hl_fence_t* signal_fence,
+                              hl_buffer_t* buffer) {
+  if (!queue || !buffer) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_dealloca: NULL queue or buffer");
+  }
+  hl_root_t* root = buffer->root;
+  if (root->device != hl_queue_device(queue)) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_dealloca: root %llu belongs to another device",
+                          (unsigned long long)root->id);
+  }
+  bool expected = false;
+  if (!atomic_compare_exchange_strong(&root->dealloca_scheduled, &expected, true)) {
+    return HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
+                          "double dealloca: root %llu (%llu bytes) already has a "
+                          "dealloca scheduled or done",
+                          (unsigned long long)root->id,
+                          (unsigned long long)root->size);
+  }
+  if (atomic_load(&root->state) == HL_ROOT_FREED) {
+    return HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
+                          "dealloca of root %llu, which was already freed",
+                          (unsigned long long)root->id);
+  }
+  hl_dealloca_op_t* op = calloc(1, sizeof(*op));
+  hl_fence_t* waits = NULL;
+  hl_status_t st = op ? hl_fence_create(root->device->host_allocator, &waits)
+                      : HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                                       "allocating a dealloca op");
+  if (!st) st = hl_fence_join(waits, wait_fence);
+  if (!st) st = hl_buffer_use_fence(buffer, waits);
+  if (st) {
+    atomic_store(&root->dealloca_scheduled, false);
+    hl_fence_release(waits);
+    free(op);
+    return st;
+  }
+  op->base.vtable = &hl_dealloca_vtable;
+  op->buffer = buffer;
+  hl_buffer_retain(buffer);
+  op->frees = root->memory == HL_ROOT_MEMORY_POOL &&
+              atomic_load(&root->origin) == HL_BUFFER_ORIGIN_ASYNC;
+  atomic_init(&op->freed, false);
+  op->queue_id = hl_queue_id(queue);
+  st = hl_queue_submit(queue, waits, signal_fence, &op->base, NULL);
+  hl_fence_release(waits);
+  return st;
+}

@@ -1,0 +1,115 @@
+// Internals of the memory layer: roots, buffers, timeline resources and the
+// fallback reclaimer.
+#ifndef HIPLINE_RUNTIME_MEMORY_MEMORY_INTERNAL_H_
+#define HIPLINE_RUNTIME_MEMORY_MEMORY_INTERNAL_H_
+
+#include "hipline/buffer.h"
+#include "runtime/timeline/timeline_internal.h"
+
+typedef enum hl_root_state_e {
+  HL_ROOT_PENDING = 0,  // Alloca not issued yet (no memory).
+  HL_ROOT_LIVE = 1,     // Memory valid.
+  HL_ROOT_FREED = 2,    // Memory returned; any later use is a use-after-free.
+  HL_ROOT_FAILED = 3,   // The alloca failed; there never was memory.
+} hl_root_state_t;
+
+typedef enum hl_root_memory_e {
+  HL_ROOT_MEMORY_POOL = 0,      // From the device's stream-ordered pool.
+  HL_ROOT_MEMORY_EXTERNAL = 1,  // Owned elsewhere; release_fn gives it back.
+} hl_root_memory_t;
+
+typedef struct hl_root_t {
+  atomic_int ref_count;
+  uint64_t id;
+  hl_device_t* device;         // Retained.
+  hl_queue_t* affinity_queue;  // Retained; frees run on its stream.
+  hl_root_memory_t memory;
+  _Atomic int origin;  // hl_buffer_origin_t.
+  _Atomic int state;   // hl_root_state_t.
+  uint64_t size;
+  _Atomic(void*) ptr;
+  hl_buffer_release_fn_t release_fn;
+  void* release_user;
+  atomic_bool dealloca_scheduled;
+  // Timeline resource; guarded by |mutex|.
+  mtx_t mutex;
+  hl_fence_t* use_fence;
+  hl_fence_t* mutation_barrier;
+  char freed_by[128];  // Who freed the memory (for use-after-free reports).
+} hl_root_t;
+
+// A token shared by the views of one import: when the last view holding it
+// goes, |on_last_release| runs (the invocation layer schedules the dealloca).
+typedef struct hl_buffer_token_t {
+  atomic_int ref_count;
+  void (*on_last_release)(struct hl_buffer_token_t* token);
+} hl_buffer_token_t;
+
+struct hl_buffer_t {
+  atomic_int ref_count;
+  hl_root_t* root;  // Retained.
+  uint64_t offset;
+  uint64_t length;
+  hl_buffer_token_t* token;  // Retained; NULL unless imported async.
+};
+
+static inline hl_root_t* hl_buffer_root(const hl_buffer_t* buffer) {
+  return buffer->root;
+}
+
+// Creates an ASYNC pool root with affinity to |queue| (state PENDING).
+hl_status_t hl_root_create_async(hl_queue_t* queue, uint64_t size,
+                                 hl_root_t** out_root);
+void hl_root_retain(hl_root_t* root);
+void hl_root_release(hl_root_t* root);
+
+// Creates a view of |root| [offset, offset+length) carrying |token| (may be
+// NULL; retained).
+hl_status_t hl_buffer_create_view(hl_root_t* root, uint64_t offset,
+                                  uint64_t length, hl_buffer_token_t* token,
+                                  hl_buffer_t** out_buffer);
+
+// Records a use of |root| at |queue|@|value| in its timeline resource;
+// |write| also moves the mutation barrier there.
+void hl_root_record_use(hl_root_t* root, hl_queue_t* queue, uint64_t value,
+                        bool write);
+
+// Frees the root's memory now in stream order on |stream| and marks it
+// freed by |who|. Must not run on a stream callback (except host backend).
+hl_status_t hl_root_free_memory(hl_root_t* root, hl_backend_stream_t* stream,
+                                const char* who);
+
+// Returns the use-after-free status for an operation described by |what| on
+// |root|, or NULL when the root is live.
+hl_status_t hl_root_check_live(hl_root_t* root, const char* what);
+
+// Per-device memory state (device->memory_state).
+typedef struct hl_memory_state_t {
+  mtx_t mutex;
+  hl_memory_stats_t stats;
+  hl_memory_stats_t* per_queue;  // Indexed by queue id.
+  uint32_t per_queue_capacity;
+} hl_memory_state_t;
+
+hl_status_t hl_memory_state(hl_device_t* device, hl_memory_state_t** out_state);
+
+// Adjusts the statistics of |device| (and of queue |queue_id| when not
+// UINT32_MAX) under the state mutex.
+typedef enum hl_memory_event_e {
+  HL_MEMORY_EVENT_ALLOCA,
+  HL_MEMORY_EVENT_DEALLOCA,
+  HL_MEMORY_EVENT_DEALLOCA_CANCELLED,
+  HL_MEMORY_EVENT_FREE_BYTES,
+  HL_MEMORY_EVENT_FALLBACK_FRONTIER,
+  HL_MEMORY_EVENT_FALLBACK_DEVICE_SYNC,
+  HL_MEMORY_EVENT_OOM,
+  HL_MEMORY_EVENT_USE_AFTER_FREE,
+} hl_memory_event_t;
+void hl_memory_note(hl_device_t* device, uint32_t queue_id,
+                    hl_memory_event_t event, uint64_t bytes);
+
+// Releases |root|'s memory through the device's fallback mode (its last
+// reference dropped without a dealloca). Never called with locks held.
+void hl_memory_fallback_release(hl_root_t* root);
+
+#endif  // HIPLINE_RUNTIME_MEMORY_MEMORY_INTERNAL_H_

@@ -1,0 +1,256 @@
+// Queue operations that move bytes: fill, copy, read and write.
+//
+// On backends with host-visible memory the work runs as a gated host
+// function on the stream: it is skipped when the submission has failed, and
+// it checks that every root it touches is still live when it runs (the
+// moment a use-after-free would happen), failing with FAILED_PRECONDITION
+// instead of touching freed memory. In checked mode that also fails the
+// queue. Elsewhere the backend's async copy and fill are enqueued.
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/memory/memory_internal.h"
+
+typedef enum hl_transfer_kind_e {
+  HL_TRANSFER_FILL,
+  HL_TRANSFER_COPY,
+  HL_TRANSFER_READ,
+  HL_TRANSFER_WRITE,
+} hl_transfer_kind_t;
+
+static const char* const kTransferNames[] = {"fill", "copy", "read", "write"};
+
+typedef struct hl_transfer_op_t {
+  hl_op_t base;
+  hl_transfer_kind_t kind;
+  hl_buffer_t* source;  // Retained (copy, read).
+  hl_buffer_t* target;  // Retained (fill, copy, write).
+  uint64_t source_offset;
+  uint64_t target_offset;
+  uint64_t length;
+  uint32_t pattern;
+  void* host_target;
+  const void* host_source;
+  uint32_t queue_id;
+  uint64_t value;
+  hl_submission_t* submission;
+  bool checked;
+  hl_gated_t gate;
+} hl_transfer_op_t;
+
+static void hl_transfer_on_submit(hl_op_t* base, hl_queue_t* queue,
+                                  uint64_t value) {
+  hl_transfer_op_t* op = (hl_transfer_op_t*)base;
+  op->value = value;
+  if (op->source) hl_root_record_use(op->source->root, queue, value, false);
+  if (op->target) hl_root_record_use(op->target->root, queue, value, true);
+}
+
+// Checks the roots; on a violation fails the submission (and, in checked
+// mode, the queue) and returns false.
+static bool hl_transfer_check(hl_transfer_op_t* op) {
+  hl_buffer_t* buffers[2] = {op->source, op->target};
+  for (int i = 0; i < 2; ++i) {
+    if (!buffers[i]) continue;
+    char what[96];
+    snprintf(what, sizeof(what), "%s on queue %u (submission %llu)",
+             kTransferNames[op->kind], op->queue_id,
+             (unsigned long long)op->value);
+    hl_status_t st = hl_root_check_live(buffers[i]->root, what);
+    if (st) {
+      hl_submission_fail(op->submission, st, op->checked);
+      return false;
+    }
+  }
+  return true;
+}
+
+static hl_status_t hl_transfer_run_on_host(void* user) {
+  hl_transfer_op_t* op = (hl_transfer_op_t*)user;
+  if (!hl_transfer_check(op)) return NULL;
+  char* src = op->source ? (char*)hl_buffer_device_pointer(op->source) +
+                               op->source_offset
+                         : NULL;
+  char* dst = op->target ? (char*)hl_buffer_device_pointer(op->target) +
+                               op->target_offset
+                         : NULL;
+  switch (op->kind) {
+    case HL_TRANSFER_FILL: {
+      uint32_t* words = (uint32_t*)dst;
+      for (uint64_t i = 0; i < op->length / 4; ++i) words[i] = op->pattern;
+      break;
+    }
+    case HL_TRANSFER_COPY:
+      memmove(dst, src, (size_t)op->length);
+      break;
+    case HL_TRANSFER_READ:
+      memcpy(op->host_target, src, (size_t)op->length);
+      break;
+    case HL_TRANSFER_WRITE:
+      memcpy(dst, op->host_source, (size_t)op->length);
+      break;
+  }
+  return NULL;
+}
+
+static hl_status_t hl_transfer_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
+  hl_transfer_op_t* op = (hl_transfer_op_t*)base;
+  op->submission = ctx->submission;
+  op->checked = ctx->device->checked;
+  if (op->length == 0) return NULL;
+  if (ctx->backend->host_visible_memory) {
+    return hl_issue_enqueue_gated(ctx, &op->gate, hl_transfer_run_on_host, op);
+  }
+  // Without a way to run checks in stream order, check at issue.
+  if (!hl_transfer_check(op)) return NULL;
+  hl_backend_t* b = ctx->backend;
+  char* src = op->source ? (char*)hl_buffer_device_pointer(op->source) +
+                               op->source_offset
+                         : NULL;
+  char* dst = op->target ? (char*)hl_buffer_device_pointer(op->target) +
+                               op->target_offset
+                         : NULL;
+  switch (op->kind) {
+    case HL_TRANSFER_FILL:
+      return b->vtable->memset32_async(b, dst, op->pattern,
+                                       (size_t)(op->length / 4), ctx->stream);
+    case HL_TRANSFER_COPY:
+      return b->vtable->memcpy_async(b, dst, src, (size_t)op->length, ctx->stream);
+    case HL_TRANSFER_READ:
+      return b->vtable->memcpy_async(b, op->host_target, src, (size_t)op->length,
+                                     ctx->stream);
+    case HL_TRANSFER_WRITE:
+      return b->vtable->memcpy_async(b, dst, op->host_source, (size_t)op->length,
+                                     ctx->stream);
+  }
+  return NULL;
+}
+
+static void hl_transfer_release(hl_op_t* base, hl_status_t status) {
+  hl_transfer_op_t* op = (hl_transfer_op_t*)base;
+  hl_buffer_release(op->source);
+  hl_buffer_release(op->target);
+  free(op);
+}
+
+static const hl_op_vtable_t hl_transfer_vtable = {
+    hl_transfer_issue, hl_transfer_release, hl_transfer_on_submit};
+
+static hl_status_t hl_transfer_check_range(const char* what, hl_queue_t* queue,
+                                           const hl_buffer_t* buffer,
+                                           uint64_t offset, uint64_t length) {
+  if (!buffer) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "%s: buffer is NULL", what);
+  }
+  if (buffer->root->device != hl_queue_device(queue)) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "%s: buffer (root %llu) belongs to another device than "
+                          "queue %u",
+                          what, (unsigned long long)buffer->root->id,
+                          hl_queue_id(queue));
+  }
+  if (offset > buffer->length || length > buffer->length - offset) {
+    return HL_MAKE_STATUS(HL_STATUS_OUT_OF_RANGE,
+                          "%s: range [%llu, +%llu) exceeds the %llu-byte buffer",
+                          what, (unsigned long long)offset,
+                          (unsigned long long)length,
+                          (unsigned long long)buffer->length);
+  }
+  return NULL;
+}
+
+static hl_status_t hl_transfer_submit(hl_queue_t* queue,
+                                      const hl_fence_t* wait_fence,
+                                      const hl_fence_t* signal_fence,
+                                      const hl_transfer_op_t* proto) {
+  hl_transfer_op_t* op = calloc(1, sizeof(*op));
+  if (!op) {
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED, "allocating a %s op",
+                          kTransferNames[proto->kind]);
+  }
+  *op = *proto;
+  op->base.vtable = &hl_transfer_vtable;
+  op->queue_id = hl_queue_id(queue);
+  hl_buffer_retain(op->source);
+  hl_buffer_retain(op->target);
+  return hl_queue_submit(queue, wait_fence, signal_fence, &op->base, NULL);
+}
+
+hl_status_t hl_queue_fill(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                          const hl_fence_t* signal_fence, hl_buffer_t* buffer,
+                          uint64_t offset, uint64_t length, uint32_t pattern) {
+  if (!queue) return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "hl_queue_fill: queue is NULL");
+  HL_RETURN_IF_ERROR_PLAIN(
+      hl_transfer_check_range("hl_queue_fill", queue, buffer, offset, length));
+  if (((buffer->offset + offset) | length) & 3u) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_fill: offset %llu and length %llu must be "
+                          "multiples of 4",
+                          (unsigned long long)(buffer->offset + offset),
+                          (unsigned long long)length);
+  }
+  hl_transfer_op_t proto = {.kind = HL_TRANSFER_FILL,
+                            .target = buffer,
+                            .target_offset = offset,
+                            .length = length,
+                            .pattern = pattern};
+  return hl_transfer_submit(queue, wait_fence, signal_fence, &proto);
+}
+
+hl_status_t hl_queue_copy(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                          const hl_fence_t* signal_fence, hl_buffer_t* source,
+                          uint64_t source_offset, hl_buffer_t* target,
+                          uint64_t target_offset, uint64_t length) {
+  if (!queue) return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "hl_queue_copy: queue is NULL");
+  HL_RETURN_IF_ERROR_PLAIN(hl_transfer_check_range("hl_queue_copy source", queue,
+                                                   source, source_offset, length));
+  HL_RETURN_IF_ERROR_PLAIN(hl_transfer_check_range("hl_queue_copy target", queue,
+                                                   target, target_offset, length));
+  hl_transfer_op_t proto = {.kind = HL_TRANSFER_COPY,
+                            .source = source,
+                            .source_offset = source_offset,
+                            .target = target,
+                            .target_offset = target_offset,
+                            .length = length};
+  return hl_transfer_submit(queue, wait_fence, signal_fence, &proto);
+}
+
+hl_status_t hl_queue_read(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                          const hl_fence_t* signal_fence, hl_buffer_t* source,
+                          uint64_t source_offset, void* host_target,
+                          uint64_t length) {
+  if (!queue) return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "hl_queue_read: queue is NULL");
+  HL_RETURN_IF_ERROR_PLAIN(hl_transfer_check_range("hl_queue_read", queue, source,
+                                                   source_offset, length));
+  if (!host_target && length) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_read: host_target is NULL");
+  }
+  hl_transfer_op_t proto = {.kind = HL_TRANSFER_READ,
+                            .source = source,
+                            .source_offset = source_offset,
+                            .host_target = host_target,
+                            .length = length};
+  return hl_transfer_submit(queue, wait_fence, signal_fence, &proto);
+}
+
+hl_status_t hl_queue_write(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                           const hl_fence_t* signal_fence,
+                           const void* host_source, hl_buffer_t* target,
+                           uint64_t target_offset, uint64_t length) {
+  if (!queue) return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "hl_queue_write: queue is NULL");
+  HL_RETURN_IF_ERROR_PLAIN(hl_transfer_check_range("hl_queue_write", queue, target,
+                                                   target_offset, length));
+  if (!host_source && length) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_write: host_source is NULL");
+  }
+  hl_transfer_op_t proto = {.kind = HL_TRANSFER_WRITE,
+                            .host_source = host_source,
+                            .target = target,
+                            .target_offset = target_offset,
+                            .length = length};
+  return hl_transfer_submit(queue, wait_fence, signal_fence, &proto);
+}
