@@ -31,11 +31,26 @@ static void hl_memory_state_destroy(hl_device_t* device) {
   mtx_destroy(&state->mutex);
   free(state->per_queue);
   free(state);
-  device->memory_state = NULL;
+  atomic_store(&device->memory_state, NULL);
+}
+
+// Guards the lazy creation of per-device memory state; separate from the
+// scheduler lock because statistics are noted while that is held.
+static mtx_t hl_memory_state_mutex_;
+static once_flag hl_memory_state_once_ = ONCE_FLAG_INIT;
+static void hl_memory_state_mutex_init(void) {
+  mtx_init(&hl_memory_state_mutex_, mtx_plain);
 }
 
 hl_status_t hl_memory_state(hl_device_t* device, hl_memory_state_t** out_state) {
-  hl_timeline_lock();
+  hl_memory_state_t* existing =
+      atomic_load_explicit(&device->memory_state, memory_order_acquire);
+  if (HL_LIKELY(existing)) {
+    *out_state = existing;
+    return NULL;
+  }
+  call_once(&hl_memory_state_once_, hl_memory_state_mutex_init);
+  mtx_lock(&hl_memory_state_mutex_);
   if (!device->memory_state) {
     hl_memory_state_t* state = calloc(1, sizeof(*state));
     if (state && mtx_init(&state->mutex, mtx_plain) != thrd_success) {
@@ -43,12 +58,12 @@ hl_status_t hl_memory_state(hl_device_t* device, hl_memory_state_t** out_state) 
       state = NULL;
     }
     if (state) {
-      device->memory_state = state;
       device->memory_state_destroy = hl_memory_state_destroy;
+      atomic_store_explicit(&device->memory_state, state, memory_order_release);
     }
   }
-  hl_memory_state_t* state = (hl_memory_state_t*)device->memory_state;
-  hl_timeline_unlock();
+  hl_memory_state_t* state = (hl_memory_state_t*)atomic_load(&device->memory_state);
+  mtx_unlock(&hl_memory_state_mutex_);
   *out_state = state;
   return state ? NULL
                : HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,

@@ -17,13 +17,6 @@ typedef struct hl_frontier_entry_t {
   uint64_t value;
 } hl_frontier_entry_t;
 
-// A backend event shared by the timepoints of one submission.
-typedef struct hl_shared_event_t {
-  hl_device_t* device;
-  hl_backend_event_t* event;
-  int refs;  // Scheduler lock.
-} hl_shared_event_t;
-
 struct hl_submission_t {
   hl_submission_t* next;
   hl_queue_t* queue;  // Retained.
@@ -189,7 +182,7 @@ hl_status_t hl_issue_enqueue_gated(hl_issue_ctx_t* ctx, hl_gated_t* storage,
                                                 hl_gated_thunk, storage);
 }
 
-static void hl_shared_event_drop(hl_shared_event_t* shared) {
+void hl_shared_event_drop_locked(hl_shared_event_t* shared) {
   if (--shared->refs == 0) {
     hl_device_recycle_event(shared->device, shared->event);
     free(shared);
@@ -234,7 +227,7 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
                             (unsigned long long)v);
         break;
       }
-      st = backend->vtable->stream_wait_event(backend, queue->stream, tp->event);
+      st = backend->vtable->stream_wait_event(backend, queue->stream, tp->shared->event);
       if (!st) {
         ++queue->stats.waits_issued;
         hl_frontier_raise(queue, s->id, tp->value);
@@ -300,14 +293,10 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
                                                 : queue->timeline;
       uint64_t v = i < sub->signal_count ? sub->signals[i].value : sub->value;
       if (hl_semaphore_value(s) >= v || hl_semaphore_failure(s)) continue;
-      ++shared->refs;
-      hl_status_t tp_st = hl_semaphore_add_timepoint_locked(s, v, device, event);
-      if (tp_st) {
-        --shared->refs;
-        hl_status_free(tp_st);
-      }
+      // On failure the value is simply reached later on the host side.
+      hl_status_ignore(hl_semaphore_add_timepoint_locked(s, v, shared));
     }
-    hl_shared_event_drop(shared);
+    hl_shared_event_drop_locked(shared);
   }
   for (size_t i = 0; i < sub->signal_count; ++i) {
     hl_frontier_raise(queue, sub->signals[i].semaphore->id, sub->signals[i].value);

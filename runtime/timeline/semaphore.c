@@ -52,7 +52,7 @@ static void hl_semaphore_drop_timepoints_locked(hl_semaphore_t* s,
   while (s->timepoints && s->timepoints->value <= upto) {
     hl_timepoint_t* tp = s->timepoints;
     s->timepoints = tp->next;
-    hl_device_recycle_event(tp->device, tp->event);
+    hl_shared_event_drop_locked(tp->shared);
     free(tp);
   }
 }
@@ -136,8 +136,7 @@ void hl_semaphore_fail_locked(hl_semaphore_t* s, hl_status_t status) {
 }
 
 hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* s, uint64_t value,
-                                              hl_device_t* device,
-                                              hl_backend_event_t* event) {
+                                              hl_shared_event_t* shared) {
   hl_timepoint_t* tp = calloc(1, sizeof(*tp));
   if (!tp) {
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
@@ -145,10 +144,10 @@ hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* s, uint64_t value,
                           (unsigned long long)value);
   }
   tp->value = value;
-  tp->device = device;
-  // Not retained: a device drains its queues before it goes, and draining
-  // reaches (and so drops) every timepoint its events back.
-  tp->event = event;
+  // The device is not retained: it drains its queues before it goes, and
+  // draining reaches (and so drops) every timepoint its events back.
+  tp->shared = shared;
+  ++shared->refs;
   hl_timepoint_t** link = &s->timepoints;
   while (*link && (*link)->value < value) link = &(*link)->next;
   tp->next = *link;

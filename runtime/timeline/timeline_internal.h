@@ -74,9 +74,9 @@ struct hl_device_t {
   thrd_t work_thread;
 
   // Per-layer extension state, owned by the memory and invocation layers.
-  void* memory_state;
+  _Atomic(void*) memory_state;
   void (*memory_state_destroy)(hl_device_t* device);
-  void* invocation_state;
+  _Atomic(void*) invocation_state;
   void (*invocation_state_destroy)(hl_device_t* device);
 };
 
@@ -99,12 +99,20 @@ hl_status_t hl_device_snapshot_queues(hl_device_t* device,
 // Semaphores
 //===----------------------------------------------------------------------===//
 
-// A device timepoint: |value| is signalled when |event| completes.
+// A backend event shared by the timepoints of one submission; recycled into
+// the device's pool when the last timepoint goes (scheduler lock).
+typedef struct hl_shared_event_t {
+  hl_device_t* device;
+  hl_backend_event_t* event;
+  int refs;
+} hl_shared_event_t;
+void hl_shared_event_drop_locked(hl_shared_event_t* shared);
+
+// A device timepoint: |value| is signalled when |shared->event| completes.
 typedef struct hl_timepoint_t {
   struct hl_timepoint_t* next;  // Ascending by value.
   uint64_t value;
-  hl_device_t* device;
-  hl_backend_event_t* event;
+  hl_shared_event_t* shared;  // One reference.
 } hl_timepoint_t;
 
 // Something waiting for a semaphore to reach |value| (or to fail, or, when
@@ -139,11 +147,11 @@ void hl_semaphore_remove_waiter_locked(hl_waiter_t* waiter);
 void hl_semaphore_signal_locked(hl_semaphore_t* semaphore, uint64_t value);
 // Fails with |status| (consumed) unless already failed.
 void hl_semaphore_fail_locked(hl_semaphore_t* semaphore, hl_status_t status);
-// Attaches a timepoint for |value| recorded as |event| on |device|.
+// Attaches a timepoint for |value| backed by |shared| (takes a reference on
+// success).
 hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* semaphore,
                                               uint64_t value,
-                                              hl_device_t* device,
-                                              hl_backend_event_t* event);
+                                              hl_shared_event_t* shared);
 // Finds the earliest timepoint with value >= |value|, or NULL.
 hl_timepoint_t* hl_semaphore_find_timepoint_locked(hl_semaphore_t* semaphore,
                                                    uint64_t value);
