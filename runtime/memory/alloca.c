@@ -13,7 +13,7 @@
 
 typedef struct hl_alloca_op_t {
   hl_op_t base;
-  hl_buffer_t* buffer;  // Retained until the submission completes.
+  hl_root_t* root;  // Op reference until the submission completes.
   uint32_t queue_id;
 } hl_alloca_op_t;
 
@@ -21,12 +21,12 @@ static void hl_alloca_on_submit(hl_op_t* base, hl_queue_t* queue,
                                 uint64_t value) {
   hl_alloca_op_t* op = (hl_alloca_op_t*)base;
   // The alloca counts as the first write: a dealloca waits for it too.
-  hl_root_record_use(op->buffer->root, queue, value, true);
+  hl_root_record_use(op->root, queue, value, true);
 }
 
 static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   hl_alloca_op_t* op = (hl_alloca_op_t*)base;
-  hl_root_t* root = op->buffer->root;
+  hl_root_t* root = op->root;
   hl_backend_t* backend = ctx->backend;
   HL_TRACE_ZONE_BEGIN(zone, "hl_queue_alloca.issue");
   void* ptr = NULL;
@@ -67,7 +67,7 @@ static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
 
 static void hl_alloca_release(hl_op_t* base, hl_status_t status) {
   hl_alloca_op_t* op = (hl_alloca_op_t*)base;
-  hl_buffer_release(op->buffer);
+  hl_root_release_for_op(op->root);
   free(op);
 }
 
@@ -111,9 +111,9 @@ hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED, "allocating an alloca op");
   }
   op->base.vtable = &hl_alloca_vtable;
-  op->buffer = buffer;
+  op->root = buffer->root;
   op->queue_id = hl_queue_id(queue);
-  hl_buffer_retain(buffer);
+  hl_root_retain_for_op(op->root);
   st = hl_queue_submit(queue, wait_fence, signal_fence, &op->base, NULL);
   if (st) {
     hl_buffer_release(buffer);
@@ -129,7 +129,7 @@ hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
 
 typedef struct hl_dealloca_op_t {
   hl_op_t base;
-  hl_buffer_t* buffer;  // Retained.
+  hl_root_t* root;  // Op reference.
   bool frees;           // ASYNC pool root: free on the stream.
   atomic_bool freed;
   uint32_t queue_id;
@@ -148,7 +148,7 @@ static hl_status_t hl_dealloca_free(void* user) {
   char who[96];
   snprintf(who, sizeof(who), "queue_dealloca on queue %u (submission %llu)",
            op->queue_id, (unsigned long long)op->value);
-  hl_root_t* root = op->buffer->root;
+  hl_root_t* root = op->root;
   if (atomic_load(&root->state) != HL_ROOT_LIVE) return NULL;  // Alloca failed.
   hl_status_t st = hl_root_free_memory(root, op->stream, who);
   if (!st) atomic_store(&op->freed, true);
@@ -159,7 +159,7 @@ static hl_status_t hl_dealloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
   if (!op->frees) return NULL;  // A barrier: the waits were the point.
   op->stream = ctx->stream;
-  HL_TRACE_INSTANT("dealloca", op->buffer->root->size);
+  HL_TRACE_INSTANT("dealloca", op->root->size);
   // On the host backend the free runs in stream order behind a gate unless
   // the waits are already settled, so a wait that fails later cancels it and
   // checked mode sees the exact moment the memory died. Elsewhere the free
@@ -173,7 +173,7 @@ static hl_status_t hl_dealloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
 
 static void hl_dealloca_release(hl_op_t* base, hl_status_t status) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
-  hl_root_t* root = op->buffer->root;
+  hl_root_t* root = op->root;
   hl_device_t* device = root->device;
   if (op->frees && !atomic_load(&op->freed) &&
       atomic_load(&root->state) == HL_ROOT_LIVE) {
@@ -184,7 +184,7 @@ static void hl_dealloca_release(hl_op_t* base, hl_status_t status) {
   } else {
     hl_memory_note(device, op->queue_id, HL_MEMORY_EVENT_DEALLOCA, 0);
   }
-  hl_buffer_release(op->buffer);
+  hl_root_release_for_op(op->root);
   free(op);
 }
 
@@ -198,7 +198,11 @@ hl_status_t hl_queue_dealloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_queue_dealloca: NULL queue or buffer");
   }
-  hl_root_t* root = buffer->root;
+  return hl_root_dealloca(queue, wait_fence, signal_fence, buffer->root);
+}
+
+hl_status_t hl_root_dealloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                             const hl_fence_t* signal_fence, hl_root_t* root) {
   if (root->device != hl_queue_device(queue)) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_queue_dealloca: root %llu belongs to another device",
@@ -223,7 +227,11 @@ hl_status_t hl_queue_dealloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
                       : HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                                        "allocating a dealloca op");
   if (!st) st = hl_fence_join(waits, wait_fence);
-  if (!st) st = hl_buffer_use_fence(buffer, waits);
+  if (!st) {
+    mtx_lock(&root->mutex);
+    st = hl_fence_join(waits, root->use_fence);
+    mtx_unlock(&root->mutex);
+  }
   if (st) {
     atomic_store(&root->dealloca_scheduled, false);
     hl_fence_release(waits);
@@ -231,8 +239,8 @@ hl_status_t hl_queue_dealloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
     return st;
   }
   op->base.vtable = &hl_dealloca_vtable;
-  op->buffer = buffer;
-  hl_buffer_retain(buffer);
+  op->root = root;
+  hl_root_retain_for_op(root);
   op->frees = root->memory == HL_ROOT_MEMORY_POOL &&
               atomic_load(&root->origin) == HL_BUFFER_ORIGIN_ASYNC;
   atomic_init(&op->freed, false);

@@ -200,7 +200,7 @@ static hl_status_t hl_root_create(hl_device_t* device, hl_queue_t* affinity,
     free(root);
     return st;
   }
-  atomic_init(&root->ref_count, 1);
+  atomic_init(&root->refs, 1);
   root->id = atomic_fetch_add(&hl_next_root_id_, 1);
   root->device = device;
   hl_device_retain(device);
@@ -216,8 +216,29 @@ static hl_status_t hl_root_create(hl_device_t* device, hl_queue_t* affinity,
   return NULL;
 }
 
+#define HL_ROOT_OP_REF ((UINT64_C(1) << 32) + 1)
+
 void hl_root_retain(hl_root_t* root) {
-  atomic_fetch_add_explicit(&root->ref_count, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&root->refs, 1, memory_order_relaxed);
+}
+
+void hl_root_retain_for_op(hl_root_t* root) {
+  atomic_fetch_add_explicit(&root->refs, HL_ROOT_OP_REF, memory_order_relaxed);
+}
+
+void hl_root_ref_snapshot(hl_root_t* root, uint32_t* out_total,
+                          uint32_t* out_ops) {
+  uint64_t refs = atomic_load_explicit(&root->refs, memory_order_acquire);
+  *out_total = (uint32_t)refs;
+  *out_ops = (uint32_t)(refs >> 32);
+}
+
+static void hl_root_last_release(hl_root_t* root);
+
+void hl_root_release_for_op(hl_root_t* root) {
+  uint64_t old = atomic_fetch_sub_explicit(&root->refs, HL_ROOT_OP_REF,
+                                           memory_order_acq_rel);
+  if ((uint32_t)old == 1) hl_root_last_release(root);
 }
 
 static void hl_root_destroy(hl_root_t* root) {
@@ -233,9 +254,11 @@ static void hl_root_destroy(hl_root_t* root) {
 
 void hl_root_release(hl_root_t* root) {
   if (!root) return;
-  if (atomic_fetch_sub_explicit(&root->ref_count, 1, memory_order_acq_rel) != 1) {
-    return;
-  }
+  uint64_t old = atomic_fetch_sub_explicit(&root->refs, 1, memory_order_acq_rel);
+  if ((uint32_t)old == 1) hl_root_last_release(root);
+}
+
+static void hl_root_last_release(hl_root_t* root) {
   int state = atomic_load(&root->state);
   if (state == HL_ROOT_LIVE) {
     // The last reference went without a dealloca: the conservative path.

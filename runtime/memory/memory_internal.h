@@ -19,7 +19,9 @@ typedef enum hl_root_memory_e {
 } hl_root_memory_t;
 
 typedef struct hl_root_t {
-  atomic_int ref_count;
+  // Low 32 bits: every reference. High 32 bits: the subset held by in-flight
+  // operations. One word, so uniqueness checks read a consistent pair.
+  _Atomic uint64_t refs;
   uint64_t id;
   hl_device_t* device;         // Retained.
   hl_queue_t* affinity_queue;  // Retained; frees run on its stream.
@@ -62,6 +64,15 @@ hl_status_t hl_root_create_async(hl_queue_t* queue, uint64_t size,
                                  hl_root_t** out_root);
 void hl_root_retain(hl_root_t* root);
 void hl_root_release(hl_root_t* root);
+// References held by queue operations until their submission completes.
+void hl_root_retain_for_op(hl_root_t* root);
+void hl_root_release_for_op(hl_root_t* root);
+// Reads the reference counts (total and in-flight-op) in one load.
+void hl_root_ref_snapshot(hl_root_t* root, uint32_t* out_total,
+                          uint32_t* out_ops);
+// Schedules the queue-ordered free of |root| (see hl_queue_dealloca).
+hl_status_t hl_root_dealloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                             const hl_fence_t* signal_fence, hl_root_t* root);
 
 // Creates a view of |root| [offset, offset+length) carrying |token| (may be
 // NULL; retained).

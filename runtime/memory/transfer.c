@@ -25,9 +25,9 @@ static const char* const kTransferNames[] = {"fill", "copy", "read", "write"};
 typedef struct hl_transfer_op_t {
   hl_op_t base;
   hl_transfer_kind_t kind;
-  hl_buffer_t* source;  // Retained (copy, read).
-  hl_buffer_t* target;  // Retained (fill, copy, write).
-  uint64_t source_offset;
+  hl_root_t* source;  // Op reference (copy, read).
+  hl_root_t* target;  // Op reference (fill, copy, write).
+  uint64_t source_offset;  // From the start of the root.
   uint64_t target_offset;
   uint64_t length;
   uint32_t pattern;
@@ -44,21 +44,21 @@ static void hl_transfer_on_submit(hl_op_t* base, hl_queue_t* queue,
                                   uint64_t value) {
   hl_transfer_op_t* op = (hl_transfer_op_t*)base;
   op->value = value;
-  if (op->source) hl_root_record_use(op->source->root, queue, value, false);
-  if (op->target) hl_root_record_use(op->target->root, queue, value, true);
+  if (op->source) hl_root_record_use(op->source, queue, value, false);
+  if (op->target) hl_root_record_use(op->target, queue, value, true);
 }
 
 // Checks the roots; on a violation fails the submission (and, in checked
 // mode, the queue) and returns false.
 static bool hl_transfer_check(hl_transfer_op_t* op) {
-  hl_buffer_t* buffers[2] = {op->source, op->target};
+  hl_root_t* roots[2] = {op->source, op->target};
   for (int i = 0; i < 2; ++i) {
-    if (!buffers[i]) continue;
+    if (!roots[i]) continue;
     char what[96];
     snprintf(what, sizeof(what), "%s on queue %u (submission %llu)",
              kTransferNames[op->kind], op->queue_id,
              (unsigned long long)op->value);
-    hl_status_t st = hl_root_check_live(buffers[i]->root, what);
+    hl_status_t st = hl_root_check_live(roots[i], what);
     if (st) {
       hl_submission_fail(op->submission, st, op->checked);
       return false;
@@ -70,11 +70,9 @@ static bool hl_transfer_check(hl_transfer_op_t* op) {
 static hl_status_t hl_transfer_run_on_host(void* user) {
   hl_transfer_op_t* op = (hl_transfer_op_t*)user;
   if (!hl_transfer_check(op)) return NULL;
-  char* src = op->source ? (char*)hl_buffer_device_pointer(op->source) +
-                               op->source_offset
+  char* src = op->source ? (char*)atomic_load(&op->source->ptr) + op->source_offset
                          : NULL;
-  char* dst = op->target ? (char*)hl_buffer_device_pointer(op->target) +
-                               op->target_offset
+  char* dst = op->target ? (char*)atomic_load(&op->target->ptr) + op->target_offset
                          : NULL;
   switch (op->kind) {
     case HL_TRANSFER_FILL: {
@@ -106,11 +104,9 @@ static hl_status_t hl_transfer_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   // Without a way to run checks in stream order, check at issue.
   if (!hl_transfer_check(op)) return NULL;
   hl_backend_t* b = ctx->backend;
-  char* src = op->source ? (char*)hl_buffer_device_pointer(op->source) +
-                               op->source_offset
+  char* src = op->source ? (char*)atomic_load(&op->source->ptr) + op->source_offset
                          : NULL;
-  char* dst = op->target ? (char*)hl_buffer_device_pointer(op->target) +
-                               op->target_offset
+  char* dst = op->target ? (char*)atomic_load(&op->target->ptr) + op->target_offset
                          : NULL;
   switch (op->kind) {
     case HL_TRANSFER_FILL:
@@ -130,8 +126,8 @@ static hl_status_t hl_transfer_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
 
 static void hl_transfer_release(hl_op_t* base, hl_status_t status) {
   hl_transfer_op_t* op = (hl_transfer_op_t*)base;
-  hl_buffer_release(op->source);
-  hl_buffer_release(op->target);
+  if (op->source) hl_root_release_for_op(op->source);
+  if (op->target) hl_root_release_for_op(op->target);
   free(op);
 }
 
@@ -173,8 +169,8 @@ static hl_status_t hl_transfer_submit(hl_queue_t* queue,
   *op = *proto;
   op->base.vtable = &hl_transfer_vtable;
   op->queue_id = hl_queue_id(queue);
-  hl_buffer_retain(op->source);
-  hl_buffer_retain(op->target);
+  if (op->source) hl_root_retain_for_op(op->source);
+  if (op->target) hl_root_retain_for_op(op->target);
   return hl_queue_submit(queue, wait_fence, signal_fence, &op->base, NULL);
 }
 
@@ -192,8 +188,8 @@ hl_status_t hl_queue_fill(hl_queue_t* queue, const hl_fence_t* wait_fence,
                           (unsigned long long)length);
   }
   hl_transfer_op_t proto = {.kind = HL_TRANSFER_FILL,
-                            .target = buffer,
-                            .target_offset = offset,
+                            .target = buffer->root,
+                            .target_offset = buffer->offset + offset,
                             .length = length,
                             .pattern = pattern};
   return hl_transfer_submit(queue, wait_fence, signal_fence, &proto);
@@ -209,10 +205,10 @@ hl_status_t hl_queue_copy(hl_queue_t* queue, const hl_fence_t* wait_fence,
   HL_RETURN_IF_ERROR_PLAIN(hl_transfer_check_range("hl_queue_copy target", queue,
                                                    target, target_offset, length));
   hl_transfer_op_t proto = {.kind = HL_TRANSFER_COPY,
-                            .source = source,
-                            .source_offset = source_offset,
-                            .target = target,
-                            .target_offset = target_offset,
+                            .source = source->root,
+                            .source_offset = source->offset + source_offset,
+                            .target = target->root,
+                            .target_offset = target->offset + target_offset,
                             .length = length};
   return hl_transfer_submit(queue, wait_fence, signal_fence, &proto);
 }
@@ -229,8 +225,8 @@ hl_status_t hl_queue_read(hl_queue_t* queue, const hl_fence_t* wait_fence,
                           "hl_queue_read: host_target is NULL");
   }
   hl_transfer_op_t proto = {.kind = HL_TRANSFER_READ,
-                            .source = source,
-                            .source_offset = source_offset,
+                            .source = source->root,
+                            .source_offset = source->offset + source_offset,
                             .host_target = host_target,
                             .length = length};
   return hl_transfer_submit(queue, wait_fence, signal_fence, &proto);
@@ -249,8 +245,8 @@ hl_status_t hl_queue_write(hl_queue_t* queue, const hl_fence_t* wait_fence,
   }
   hl_transfer_op_t proto = {.kind = HL_TRANSFER_WRITE,
                             .host_source = host_source,
-                            .target = target,
-                            .target_offset = target_offset,
+                            .target = target->root,
+                            .target_offset = target->offset + target_offset,
                             .length = length};
   return hl_transfer_submit(queue, wait_fence, signal_fence, &proto);
 }
