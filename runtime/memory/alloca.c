@@ -151,7 +151,10 @@ static hl_status_t hl_dealloca_free(void* user) {
   hl_root_t* root = op->root;
   if (atomic_load(&root->state) != HL_ROOT_LIVE) return NULL;  // Alloca failed.
   hl_status_t st = hl_root_free_memory(root, op->stream, who);
-  if (!st) atomic_store(&op->freed, true);
+  if (!st) {
+    atomic_store(&op->freed, true);
+    hl_memory_note(root->device, op->queue_id, HL_MEMORY_EVENT_DEALLOCA, 0);
+  }
   return st;
 }
 
@@ -181,8 +184,6 @@ static void hl_dealloca_release(hl_op_t* base, hl_status_t status) {
     // deallocated again.
     atomic_store(&root->dealloca_scheduled, false);
     hl_memory_note(device, op->queue_id, HL_MEMORY_EVENT_DEALLOCA_CANCELLED, 0);
-  } else {
-    hl_memory_note(device, op->queue_id, HL_MEMORY_EVENT_DEALLOCA, 0);
   }
   hl_root_release_for_op(op->root);
   free(op);

@@ -479,5 +479,10 @@ hl_status_t hl_device_wait_idle(hl_device_t* device, int64_t deadline) {
     hl_queue_release(queues[i]);
   }
   free(queues);
+  // Completions and deferred frees triggered by that work are queued by now;
+  // let them run so statistics are settled when this returns.
+  if (!st && !thrd_equal(thrd_current(), device->work_thread)) {
+    hl_device_flush_work(device);
+  }
   return st;
 }
