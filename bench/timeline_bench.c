@@ -1,0 +1,266 @@
+// hipline-bench-timeline: timeline costs on the host backend.
+//
+//   submit     Host-side cost of an empty submission on one queue: one wait
+//              on an already-reached value and one signal. N submissions per
+//              batch are timed on the submitting thread (the queue drains
+//              between batches, untimed); the median batch is reported in ns
+//              per submission.
+//   pingpong   Cross-queue ping-pong: queue A waits on B's semaphore and
+//              signals its own, B does the reverse, for R rounds. Every round
+//              is submitted up front; each of A's host calls stamps the time,
+//              and a round trip is the gap between consecutive stamps.
+//              Reported as the median (and p90) in microseconds.
+//   host-rtt   The same round trip observed from the host: submit one round,
+//              block on B's signal, repeat.
+//
+// Usage: hipline-bench-timeline [--json] [--submissions N] [--batches B]
+//                               [--rounds R]
+// Uses the public API only.
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hipline/device.h"
+#include "hipline/fence.h"
+#include "hipline/queue.h"
+#include "hipline/semaphore.h"
+#include "hipline/time.h"
+
+#define MS ((hl_duration_t)1000000)
+
+static int check(hl_status_t st, const char* what) {
+  if (!st) return 0;
+  hl_status_fprint(stderr, what, st);
+  hl_status_free(st);
+  return 1;
+}
+#define CHECK(expr)                    \
+  do {                                 \
+    if (check((expr), #expr)) exit(1); \
+  } while (0)
+
+static int compare_i64(const void* a, const void* b) {
+  int64_t x = *(const int64_t*)a, y = *(const int64_t*)b;
+  return (x > y) - (x < y);
+}
+
+// Sorts |v| and returns the element at |q| (0..1).
+static int64_t quantile(int64_t* v, size_t n, double q) {
+  qsort(v, n, sizeof(*v), compare_i64);
+  size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+  return v[i < n ? i : n - 1];
+}
+
+typedef struct results_t {
+  int64_t submissions;
+  int batches;
+  double submit_median_ns;
+  double submit_min_ns;
+  double submit_max_ns;
+  int64_t rounds;
+  double pingpong_median_us;
+  double pingpong_p90_us;
+  double host_rtt_median_us;
+  double host_rtt_p90_us;
+} results_t;
+
+static void bench_submit(hl_device_t* device, results_t* r) {
+  hl_queue_t* queue = NULL;
+  CHECK(hl_queue_create(device, &queue));
+  hl_semaphore_t* reached = NULL;
+  hl_semaphore_t* out = NULL;
+  CHECK(hl_semaphore_create(1, hl_allocator_system(), &reached));
+  CHECK(hl_semaphore_create(0, hl_allocator_system(), &out));
+  hl_fence_t* wait = NULL;
+  hl_fence_t* signal = NULL;
+  CHECK(hl_fence_create(hl_allocator_system(), &wait));
+  CHECK(hl_fence_create(hl_allocator_system(), &signal));
+  CHECK(hl_fence_insert(wait, reached, 1));
+  int64_t* per = calloc((size_t)r->batches, sizeof(int64_t));
+  uint64_t value = 0;
+  for (int b = -1; b < r->batches; ++b) {  // Batch -1 warms up.
+    hl_time_t start = hl_time_now();
+    for (int64_t i = 0; i < r->submissions; ++i) {
+      hl_fence_clear(signal);
+      CHECK(hl_fence_insert(signal, out, ++value));
+      CHECK(hl_queue_barrier(queue, wait, signal));
+    }
+    hl_time_t elapsed = hl_time_now() - start;
+    CHECK(hl_queue_wait_idle(queue, hl_deadline_after(60000 * MS)));
+    if (b >= 0) per[b] = elapsed;
+  }
+  r->submit_min_ns =
+      (double)quantile(per, (size_t)r->batches, 0.0) / (double)r->submissions;
+  r->submit_max_ns =
+      (double)quantile(per, (size_t)r->batches, 1.0) / (double)r->submissions;
+  r->submit_median_ns =
+      (double)quantile(per, (size_t)r->batches, 0.5) / (double)r->submissions;
+  free(per);
+  hl_fence_release(wait);
+  hl_fence_release(signal);
+  hl_semaphore_release(reached);
+  hl_semaphore_release(out);
+  hl_queue_release(queue);
+}
+
+typedef struct stamp_t {
+  int64_t* stamps;
+  atomic_int_least64_t next;
+} stamp_t;
+
+static void stamp_fn(void* user) {
+  stamp_t* s = (stamp_t*)user;
+  int64_t i = atomic_fetch_add(&s->next, 1);
+  s->stamps[i] = hl_time_now();
+}
+
+static void bench_pingpong(hl_device_t* device, results_t* r) {
+  hl_queue_t* a = NULL;
+  hl_queue_t* b = NULL;
+  CHECK(hl_queue_create(device, &a));
+  CHECK(hl_queue_create(device, &b));
+  hl_semaphore_t* sa = NULL;
+  hl_semaphore_t* sb = NULL;
+  CHECK(hl_semaphore_create(0, hl_allocator_system(), &sa));
+  CHECK(hl_semaphore_create(0, hl_allocator_system(), &sb));
+  hl_fence_t* wait = NULL;
+  hl_fence_t* signal = NULL;
+  CHECK(hl_fence_create(hl_allocator_system(), &wait));
+  CHECK(hl_fence_create(hl_allocator_system(), &signal));
+
+  // Device-side round trips: everything submitted up front.
+  stamp_t stamp;
+  stamp.stamps = calloc((size_t)r->rounds + 1, sizeof(int64_t));
+  atomic_init(&stamp.next, 0);
+  for (int64_t i = 1; i <= r->rounds; ++i) {
+    hl_fence_clear(wait);
+    hl_fence_clear(signal);
+    if (i > 1) CHECK(hl_fence_insert(wait, sb, (uint64_t)i - 1));
+    CHECK(hl_fence_insert(signal, sa, (uint64_t)i));
+    CHECK(hl_queue_host_call(a, wait, signal, stamp_fn, &stamp));
+    hl_fence_clear(wait);
+    hl_fence_clear(signal);
+    CHECK(hl_fence_insert(wait, sa, (uint64_t)i));
+    CHECK(hl_fence_insert(signal, sb, (uint64_t)i));
+    CHECK(hl_queue_barrier(b, wait, signal));
+  }
+  CHECK(hl_semaphore_wait(sb, (uint64_t)r->rounds,
+                          hl_deadline_after(120000 * MS)));
+  int64_t n = r->rounds - 1;
+  int64_t* gaps = calloc((size_t)n, sizeof(int64_t));
+  for (int64_t i = 0; i < n; ++i)
+    gaps[i] = stamp.stamps[i + 1] - stamp.stamps[i];
+  r->pingpong_median_us = (double)quantile(gaps, (size_t)n, 0.5) / 1e3;
+  r->pingpong_p90_us = (double)quantile(gaps, (size_t)n, 0.9) / 1e3;
+
+  // Host-observed round trips.
+  uint64_t base = (uint64_t)r->rounds;
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t v = base + (uint64_t)i + 1;
+    hl_time_t start = hl_time_now();
+    hl_fence_clear(wait);
+    hl_fence_clear(signal);
+    CHECK(hl_fence_insert(wait, sb, v - 1));
+    CHECK(hl_fence_insert(signal, sa, v));
+    CHECK(hl_queue_barrier(a, wait, signal));
+    hl_fence_clear(wait);
+    hl_fence_clear(signal);
+    CHECK(hl_fence_insert(wait, sa, v));
+    CHECK(hl_fence_insert(signal, sb, v));
+    CHECK(hl_queue_barrier(b, wait, signal));
+    CHECK(hl_semaphore_wait(sb, v, hl_deadline_after(60000 * MS)));
+    gaps[i] = hl_time_now() - start;
+  }
+  r->host_rtt_median_us = (double)quantile(gaps, (size_t)n, 0.5) / 1e3;
+  r->host_rtt_p90_us = (double)quantile(gaps, (size_t)n, 0.9) / 1e3;
+  CHECK(hl_queue_wait_idle(a, hl_deadline_after(60000 * MS)));
+  CHECK(hl_queue_wait_idle(b, hl_deadline_after(60000 * MS)));
+  free(gaps);
+  free(stamp.stamps);
+  hl_fence_release(wait);
+  hl_fence_release(signal);
+  hl_semaphore_release(sa);
+  hl_semaphore_release(sb);
+  hl_queue_release(a);
+  hl_queue_release(b);
+}
+
+static int64_t parse_count(const char* flag, const char* value, int64_t min) {
+  char* end = NULL;
+  long long v = value ? strtoll(value, &end, 10) : 0;
+  if (!value || !*value || *end || v < min) {
+    fprintf(stderr, "%s needs an integer >= %lld\n", flag, (long long)min);
+    exit(2);
+  }
+  return (int64_t)v;
+}
+
+int main(int argc, char** argv) {
+  results_t r;
+  memset(&r, 0, sizeof(r));
+  r.submissions = 20000;
+  r.batches = 9;
+  r.rounds = 2000;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    const char* next = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(argv[i], "--json") == 0) {
+      json = true;
+    } else if (strcmp(argv[i], "--submissions") == 0) {
+      r.submissions = parse_count(argv[i], next, 1);
+      ++i;
+    } else if (strcmp(argv[i], "--batches") == 0) {
+      r.batches = (int)parse_count(argv[i], next, 1);
+      ++i;
+    } else if (strcmp(argv[i], "--rounds") == 0) {
+      r.rounds = parse_count(argv[i], next, 2);
+      ++i;
+    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf(
+          "usage: %s [--json] [--submissions N] [--batches B] [--rounds R]\n",
+          argv[0]);
+      return 0;
+    } else {
+      fprintf(stderr, "unknown argument '%s' (try --help)\n", argv[i]);
+      return 2;
+    }
+  }
+
+  hl_device_options_t options;
+  hl_device_options_initialize(&options);
+  options.backend = HL_BACKEND_HOST;
+  hl_device_t* device = NULL;
+  CHECK(hl_device_create(&options, hl_allocator_system(), &device));
+  bench_submit(device, &r);
+  bench_pingpong(device, &r);
+  hl_device_release(device);
+
+  if (json) {
+    printf(
+        "{\"backend\": \"host\", \"submit\": {\"submissions_per_batch\": %lld, "
+        "\"batches\": %d, \"median_ns\": %.1f, \"min_ns\": %.1f, "
+        "\"max_ns\": %.1f}, \"pingpong\": {\"rounds\": %lld, "
+        "\"median_us\": %.2f, \"p90_us\": %.2f}, \"host_rtt\": "
+        "{\"rounds\": %lld, \"median_us\": %.2f, \"p90_us\": %.2f}}\n",
+        (long long)r.submissions, r.batches, r.submit_median_ns,
+        r.submit_min_ns, r.submit_max_ns, (long long)r.rounds,
+        r.pingpong_median_us, r.pingpong_p90_us, (long long)r.rounds - 1,
+        r.host_rtt_median_us, r.host_rtt_p90_us);
+  } else {
+    printf("hipline timeline benchmarks (host backend)\n");
+    printf("%-34s %12s %12s %12s\n", "benchmark", "median", "min/p90", "max");
+    printf("%-34s %9.1f ns %9.1f ns %9.1f ns\n",
+           "empty submission (wait+signal)", r.submit_median_ns,
+           r.submit_min_ns, r.submit_max_ns);
+    printf("%-34s %9.2f us %9.2f us %12s\n", "ping-pong round trip (queues)",
+           r.pingpong_median_us, r.pingpong_p90_us, "");
+    printf("%-34s %9.2f us %9.2f us %12s\n", "ping-pong round trip (host wait)",
+           r.host_rtt_median_us, r.host_rtt_p90_us, "");
+    printf("(%lld submissions x %d batches; %lld rounds)\n",
+           (long long)r.submissions, r.batches, (long long)r.rounds);
+  }
+  return 0;
+}

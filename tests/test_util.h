@@ -1,0 +1,136 @@
+// Small helpers shared by the cmocka tests. Header-only; include it after the
+// standard headers and before nothing else is needed: it pulls in cmocka.h
+// itself (with the headers cmocka requires).
+//
+//   HL_ASSERT_OK(expr)            fails the test with the status text if not OK
+//   HL_ASSERT_STATUS(expr, CODE)  expects HL_STATUS_CODE; frees the status
+//   hl_test_host_device(&device)  a device on the host backend (ordinal 0)
+//   hl_test_skip_if_no_gpu()      skip() unless the hip backend has a device
+//   hl_test_cpu_ns()              CPU time (user+sys) of the calling thread
+//                                 (RUSAGE_THREAD; the process where the
+//                                 platform lacks it, which only overcounts)
+//   hl_test_sanitized()           true under ASan/TSan or HIPLINE_TSAN=1
+//   hl_test_scale(n, divisor)     n, or n / divisor (at least 1) when sanitized
+//   hl_test_sleep_ms(ms)
+//
+// RUSAGE_THREAD needs _GNU_SOURCE: tests that use hl_test_cpu_ns define it on
+// the command line (see tests/timeline.cmake).
+#ifndef HIPLINE_TESTS_TEST_UTIL_H_
+#define HIPLINE_TESTS_TEST_UTIL_H_
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+// cmocka.h must follow the headers above.
+#include <cmocka.h>
+
+#include "hipline/device.h"
+#include "hipline/status.h"
+
+// Fails the current test with the status text when |expr| is not OK.
+#define HL_ASSERT_OK(expr)                                               \
+  do {                                                                   \
+    hl_status_t hl_test_st_ = (expr);                                    \
+    if (hl_test_st_) {                                                   \
+      char hl_test_buf_[1024];                                           \
+      hl_status_format(hl_test_st_, hl_test_buf_, sizeof(hl_test_buf_)); \
+      hl_status_free(hl_test_st_);                                       \
+      fail_msg("%s: %s", #expr, hl_test_buf_);                           \
+    }                                                                    \
+  } while (0)
+
+// Expects |expr| to fail with HL_STATUS_<code>; the status is freed.
+#define HL_ASSERT_STATUS(expr, code)                                     \
+  do {                                                                   \
+    hl_status_t hl_test_st_ = (expr);                                    \
+    hl_status_code_t hl_test_code_ = hl_status_code(hl_test_st_);        \
+    if (hl_test_code_ != HL_STATUS_##code) {                             \
+      char hl_test_buf_[1024];                                           \
+      hl_status_format(hl_test_st_, hl_test_buf_, sizeof(hl_test_buf_)); \
+      hl_status_free(hl_test_st_);                                       \
+      fail_msg("%s: expected %s, got %s", #expr, #code, hl_test_buf_);   \
+    }                                                                    \
+    hl_status_free(hl_test_st_);                                         \
+  } while (0)
+
+// Creates a device on the host backend.
+static inline void hl_test_host_device(hl_device_t** out_device) {
+  hl_device_options_t options;
+  hl_device_options_initialize(&options);
+  options.backend = HL_BACKEND_HOST;
+  HL_ASSERT_OK(hl_device_create(&options, hl_allocator_system(), out_device));
+}
+
+// Skips the current test unless the hip backend reports a device.
+#define hl_test_skip_if_no_gpu()                                            \
+  do {                                                                      \
+    hl_backend_info_t hl_test_info_;                                        \
+    HL_ASSERT_OK(hl_backend_query(HL_BACKEND_HIP, &hl_test_info_));         \
+    if (!hl_test_info_.available || hl_test_info_.device_count < 1) {       \
+      print_message("skipped: no HIP device (%s)\n", hl_test_info_.reason); \
+      skip();                                                               \
+    }                                                                       \
+  } while (0)
+
+static inline int64_t hl_test_timeval_ns(struct timeval tv) {
+  return (int64_t)tv.tv_sec * 1000000000 + (int64_t)tv.tv_usec * 1000;
+}
+
+// User plus system CPU time of the calling thread, in ns.
+static inline int64_t hl_test_cpu_ns(void) {
+  struct rusage usage;
+#if defined(RUSAGE_THREAD)
+  getrusage(RUSAGE_THREAD, &usage);
+#else
+  getrusage(RUSAGE_SELF, &usage);
+#endif
+  return hl_test_timeval_ns(usage.ru_utime) +
+         hl_test_timeval_ns(usage.ru_stime);
+}
+
+// User plus system CPU time of the whole process, in ns.
+static inline int64_t hl_test_process_cpu_ns(void) {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return hl_test_timeval_ns(usage.ru_utime) +
+         hl_test_timeval_ns(usage.ru_stime);
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define HL_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define HL_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef HL_TEST_SANITIZED
+#define HL_TEST_SANITIZED 0
+#endif
+
+// True in sanitizer builds, or when HIPLINE_TSAN is set to anything but "0".
+static inline bool hl_test_sanitized(void) {
+  const char* v = getenv("HIPLINE_TSAN");
+  return HL_TEST_SANITIZED || (v && v[0] && strcmp(v, "0") != 0);
+}
+
+// Iteration counts: |n| normally, |n| / |divisor| (at least 1) when sanitized.
+static inline uint64_t hl_test_scale(uint64_t n, uint64_t divisor) {
+  if (!hl_test_sanitized() || divisor <= 1) return n;
+  return n / divisor ? n / divisor : 1;
+}
+
+static inline void hl_test_sleep_ms(int64_t ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+#endif  // HIPLINE_TESTS_TEST_UTIL_H_

@@ -1,0 +1,485 @@
+// Queues on the host backend through the public API: wait-before-signal
+// parking, fan-out and fan-in, wait elision, failure propagation across
+// queues, injected submission failures, and event/stream leak checks over a
+// long fork-join run (through the internal device struct).
+
+#include <stdatomic.h>
+#include <threads.h>
+
+#include "hipline/fence.h"
+#include "hipline/queue.h"
+#include "hipline/semaphore.h"
+#include "hipline/time.h"
+#include "runtime/base/faults.h"
+#include "runtime/timeline/timeline_internal.h"
+#include "tests/test_util.h"
+
+#define MS ((hl_duration_t)1000000)
+#define LONG_DEADLINE() hl_deadline_after(20000 * MS)
+
+static hl_semaphore_t* sem_create(uint64_t initial) {
+  hl_semaphore_t* s = NULL;
+  HL_ASSERT_OK(hl_semaphore_create(initial, hl_allocator_system(), &s));
+  return s;
+}
+
+// A fence of up to three pairs (NULL semaphores are skipped).
+static hl_fence_t* fence_of(hl_semaphore_t* s0, uint64_t v0, hl_semaphore_t* s1,
+                            uint64_t v1, hl_semaphore_t* s2, uint64_t v2) {
+  hl_fence_t* f = NULL;
+  HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &f));
+  if (s0) HL_ASSERT_OK(hl_fence_insert(f, s0, v0));
+  if (s1) HL_ASSERT_OK(hl_fence_insert(f, s1, v1));
+  if (s2) HL_ASSERT_OK(hl_fence_insert(f, s2, v2));
+  return f;
+}
+#define FENCE1(s, v) fence_of((s), (v), NULL, 0, NULL, 0)
+
+// Records the global order in which host calls ran.
+typedef struct order_t {
+  atomic_int next;
+} order_t;
+
+typedef struct step_t {
+  order_t* order;
+  atomic_int at;  // 0 until run, then 1 + position.
+  int sleep_ms;
+} step_t;
+
+static void step_init(step_t* s, order_t* order, int sleep_ms) {
+  s->order = order;
+  atomic_init(&s->at, 0);
+  s->sleep_ms = sleep_ms;
+}
+
+static void step_fn(void* user) {
+  step_t* s = (step_t*)user;
+  if (s->sleep_ms) hl_test_sleep_ms(s->sleep_ms);
+  atomic_store(&s->at, atomic_fetch_add(&s->order->next, 1) + 1);
+}
+
+static int step_at(step_t* s) { return atomic_load(&s->at); }
+
+static void host_call(hl_queue_t* q, hl_fence_t* wait, hl_fence_t* signal,
+                      step_t* step) {
+  HL_ASSERT_OK(hl_queue_host_call(q, wait, signal, step_fn, step));
+  hl_fence_release(wait);
+  hl_fence_release(signal);
+}
+
+static void barrier(hl_queue_t* q, hl_fence_t* wait, hl_fence_t* signal) {
+  HL_ASSERT_OK(hl_queue_barrier(q, wait, signal));
+  hl_fence_release(wait);
+  hl_fence_release(signal);
+}
+
+static hl_queue_t* queue_create(hl_device_t* device) {
+  hl_queue_t* q = NULL;
+  HL_ASSERT_OK(hl_queue_create(device, &q));
+  return q;
+}
+
+// Every event the device made is back in its pool (none held by semaphores,
+// timepoints or in flight twice), and the backend agrees on the counts.
+static void expect_device_events_pooled(hl_device_t* device,
+                                        int64_t live_queues) {
+  hl_device_flush_work(device);
+  hl_timeline_lock();
+  int64_t live = atomic_load(&device->live_events);
+  int64_t pooled = device->free_event_count;
+  bool duplicate = false;
+  for (uint32_t i = 0; i < device->free_event_count && !duplicate; ++i) {
+    for (uint32_t j = i + 1; j < device->free_event_count; ++j) {
+      if (device->free_events[i] == device->free_events[j]) {
+        duplicate = true;
+        break;
+      }
+    }
+  }
+  hl_timeline_unlock();
+  hl_backend_counts_t counts;
+  device->backend->vtable->live_counts(device->backend, &counts);
+  assert_false(duplicate);  // An event recycled twice.
+  assert_int_equal(live, pooled);
+  assert_int_equal(counts.live_events, live);
+  assert_int_equal(counts.live_streams, live_queues);
+}
+
+//===----------------------------------------------------------------------===//
+// Wait-before-signal, fan-out, fan-in
+//===----------------------------------------------------------------------===//
+
+static void test_wait_before_signal(void** state) {
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* a = queue_create(device);
+  hl_queue_t* b = queue_create(device);
+  hl_semaphore_t* s = sem_create(0);
+  hl_semaphore_t* done = sem_create(0);
+  order_t order;
+  atomic_init(&order.next, 0);
+  step_t sa, sb;
+  step_init(&sa, &order, 0);
+  step_init(&sb, &order, 0);
+
+  // The waiter first. The signal is submitted later by this same thread, so
+  // a submission that blocked its caller would never return.
+  host_call(b, FENCE1(s, 1), FENCE1(done, 1), &sb);
+  hl_queue_stats_t stats;
+  hl_queue_stats(b, &stats);
+  assert_int_equal(stats.parked, 1);
+  assert_int_equal(stats.submissions, 1);
+  hl_test_sleep_ms(50);
+  assert_int_equal(step_at(&sb), 0);
+  uint64_t v = 1;
+  HL_ASSERT_OK(hl_semaphore_query(done, &v));
+  assert_int_equal(v, 0);
+
+  host_call(a, NULL, FENCE1(s, 1), &sa);
+  HL_ASSERT_OK(hl_semaphore_wait(done, 1, LONG_DEADLINE()));
+  assert_int_equal(step_at(&sa), 1);
+  assert_int_equal(step_at(&sb), 2);
+
+  HL_ASSERT_OK(hl_queue_wait_idle(a, LONG_DEADLINE()));
+  HL_ASSERT_OK(hl_queue_wait_idle(b, LONG_DEADLINE()));
+  expect_device_events_pooled(device, 2);
+  hl_semaphore_release(s);
+  hl_semaphore_release(done);
+  hl_queue_release(a);
+  hl_queue_release(b);
+  hl_device_release(device);
+}
+
+// A signals S; B, C, D wait on it; E waits on all three. Submitted in the
+// worst order (consumers first) and the best (producer first).
+static void run_fan_out_fan_in(bool consumers_first) {
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* q[5];
+  for (int i = 0; i < 5; ++i) q[i] = queue_create(device);
+  hl_semaphore_t* s = sem_create(0);
+  hl_semaphore_t* x[3];
+  for (int i = 0; i < 3; ++i) x[i] = sem_create(0);
+  hl_semaphore_t* end = sem_create(0);
+  order_t order;
+  atomic_init(&order.next, 0);
+  step_t steps[5];
+  step_init(&steps[0], &order, 20);  // The producer is slow.
+  for (int i = 1; i < 5; ++i) step_init(&steps[i], &order, i == 4 ? 0 : 5);
+
+  if (!consumers_first) host_call(q[0], NULL, FENCE1(s, 1), &steps[0]);
+  host_call(q[4], fence_of(x[0], 1, x[1], 1, x[2], 1), FENCE1(end, 1),
+            &steps[4]);
+  for (int i = 1; i <= 3; ++i) {
+    host_call(q[i], FENCE1(s, 1), FENCE1(x[i - 1], 1), &steps[i]);
+  }
+  if (consumers_first) host_call(q[0], NULL, FENCE1(s, 1), &steps[0]);
+
+  HL_ASSERT_OK(hl_semaphore_wait(end, 1, LONG_DEADLINE()));
+  assert_int_equal(step_at(&steps[0]), 1);
+  for (int i = 1; i <= 3; ++i) {
+    assert_true(step_at(&steps[i]) >= 2 && step_at(&steps[i]) <= 4);
+  }
+  assert_int_equal(step_at(&steps[4]), 5);
+  for (int i = 0; i < 5; ++i)
+    HL_ASSERT_OK(hl_queue_wait_idle(q[i], LONG_DEADLINE()));
+  expect_device_events_pooled(device, 5);
+  for (int i = 0; i < 5; ++i) hl_queue_release(q[i]);
+  for (int i = 0; i < 3; ++i) hl_semaphore_release(x[i]);
+  hl_semaphore_release(s);
+  hl_semaphore_release(end);
+  hl_device_release(device);
+}
+
+static void test_fan_out_fan_in(void** state) {
+  run_fan_out_fan_in(false);
+  run_fan_out_fan_in(true);
+}
+
+//===----------------------------------------------------------------------===//
+// Wait elision
+//===----------------------------------------------------------------------===//
+
+static void gate_sleep_fn(void* user) { hl_test_sleep_ms(*(int*)user); }
+
+static void test_wait_elision(void** state) {
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* a = queue_create(device);
+  hl_queue_t* b = queue_create(device);
+  hl_semaphore_t* s = sem_create(0);
+  hl_queue_stats_t before, after;
+
+  // Reached on the host: a wait on a smaller value is elided.
+  barrier(a, NULL, FENCE1(s, 5));
+  HL_ASSERT_OK(hl_semaphore_wait(s, 5, LONG_DEADLINE()));
+  hl_queue_stats(b, &before);
+  barrier(b, FENCE1(s, 3), NULL);
+  hl_queue_stats(b, &after);
+  assert_int_equal(after.waits_elided, before.waits_elided + 1);
+  assert_int_equal(after.waits_issued, before.waits_issued);
+
+  // Not reached yet: the first wait is issued, then the frontier covers
+  // smaller (and equal) values.
+  int sleep_ms = 50;
+  HL_ASSERT_OK(hl_queue_host_call(a, NULL, NULL, gate_sleep_fn, &sleep_ms));
+  barrier(a, NULL, FENCE1(s, 10));
+  hl_queue_stats(b, &before);
+  barrier(b, FENCE1(s, 10), NULL);
+  hl_queue_stats(b, &after);
+  assert_int_equal(after.waits_issued, before.waits_issued + 1);
+  assert_int_equal(after.waits_elided, before.waits_elided);
+  barrier(b, FENCE1(s, 7), NULL);
+  barrier(b, FENCE1(s, 10), NULL);
+  hl_queue_stats(b, &after);
+  assert_int_equal(after.waits_issued, before.waits_issued + 1);
+  assert_int_equal(after.waits_elided, before.waits_elided + 2);
+
+  // A wait on the queue's own earlier submission is elided.
+  hl_queue_stats(b, &before);
+  barrier(b, FENCE1(hl_queue_timeline(b), before.submitted_value), NULL);
+  hl_queue_stats(b, &after);
+  assert_int_equal(after.waits_issued, before.waits_issued);
+  assert_int_equal(after.waits_elided, before.waits_elided + 1);
+
+  HL_ASSERT_OK(hl_queue_wait_idle(b, LONG_DEADLINE()));
+  uint64_t v = 0;
+  HL_ASSERT_OK(hl_semaphore_query(s, &v));
+  assert_int_equal(v, 10);  // B finished, so A's signal is reached.
+  HL_ASSERT_OK(hl_queue_wait_idle(a, LONG_DEADLINE()));
+  expect_device_events_pooled(device, 2);
+  hl_semaphore_release(s);
+  hl_queue_release(a);
+  hl_queue_release(b);
+  hl_device_release(device);
+}
+
+//===----------------------------------------------------------------------===//
+// Failure propagation
+//===----------------------------------------------------------------------===//
+
+static void expect_failed(hl_semaphore_t* s, hl_status_code_t code,
+                          const char* text) {
+  hl_status_t st = hl_semaphore_wait(s, 1, LONG_DEADLINE());
+  char buffer[1024];
+  hl_status_format(st, buffer, sizeof(buffer));
+  bool ok = hl_status_code(st) == code && strstr(hl_status_message(st), text);
+  hl_status_free(st);
+  if (!ok) {
+    fail_msg("expected %s with '%s', got '%s'", hl_status_code_name(code), text,
+             buffer);
+  }
+}
+
+// mode 0: the chain parks, then the root fails.
+// mode 1: the root fails before the chain is submitted.
+// mode 2: the chain is issued on the device (the root has a pending device
+//         signal), then the root fails from the host before it completes.
+static void run_failure_chain(int mode) {
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* q[4];
+  for (int i = 0; i < 4; ++i) q[i] = queue_create(device);
+  hl_semaphore_t* s[4];
+  for (int i = 0; i < 4; ++i) s[i] = sem_create(0);
+  order_t order;
+  atomic_init(&order.next, 0);
+  step_t last;
+  step_init(&last, &order, 0);
+  const char* text = "root cause #1234";
+
+  int sleep_ms = 100;
+  if (mode == 2) {
+    HL_ASSERT_OK(
+        hl_queue_host_call(q[3], NULL, NULL, gate_sleep_fn, &sleep_ms));
+    barrier(q[3], NULL, FENCE1(s[0], 1));
+  }
+  if (mode == 1) {
+    hl_semaphore_fail(s[0], HL_MAKE_STATUS(HL_STATUS_ABORTED, "%s", text));
+  }
+  barrier(q[0], FENCE1(s[0], 1), FENCE1(s[1], 1));
+  barrier(q[1], FENCE1(s[1], 1), FENCE1(s[2], 1));
+  host_call(q[2], FENCE1(s[2], 1), FENCE1(s[3], 1), &last);
+  if (mode != 1) {
+    hl_test_sleep_ms(10);
+    hl_semaphore_fail(s[0], HL_MAKE_STATUS(HL_STATUS_ABORTED, "%s", text));
+  }
+  for (int i = 1; i < 4; ++i) expect_failed(s[i], HL_STATUS_ABORTED, text);
+  assert_int_equal(step_at(&last), 0);  // Skipped.
+  hl_queue_stats_t stats;
+  hl_queue_stats(q[2], &stats);
+  assert_int_equal(stats.failed, 1);
+
+  // A failed wait fails the submission, not the queue: later work runs.
+  for (int i = 0; i < 3; ++i) {
+    hl_status_t st = hl_queue_status(q[i]);
+    assert_null(st);
+    hl_status_free(st);
+  }
+  step_t after;
+  step_init(&after, &order, 0);
+  hl_semaphore_t* fine = sem_create(0);
+  host_call(q[2], NULL, FENCE1(fine, 1), &after);
+  HL_ASSERT_OK(hl_semaphore_wait(fine, 1, LONG_DEADLINE()));
+  assert_int_equal(step_at(&after), 1);
+
+  for (int i = 0; i < 4; ++i) {
+    HL_ASSERT_OK(hl_queue_wait_idle(q[i], LONG_DEADLINE()));
+  }
+  expect_device_events_pooled(device, 4);
+  hl_semaphore_release(fine);
+  for (int i = 0; i < 4; ++i) {
+    hl_queue_release(q[i]);
+    hl_semaphore_release(s[i]);
+  }
+  hl_device_release(device);
+}
+
+static void test_failure_chain_parked(void** state) { run_failure_chain(0); }
+static void test_failure_chain_prefailed(void** state) { run_failure_chain(1); }
+static void test_failure_chain_issued(void** state) { run_failure_chain(2); }
+
+// HIPLINE_FAULTS fail_submission=K: the Kth submission fails with INTERNAL
+// ("injected"), its signal semaphores fail, and the queue keeps working.
+static void test_injected_submission_failure(void** state) {
+  hl_faults_t faults;
+  memset(&faults, 0, sizeof(faults));
+  faults.fail_submission = 2;
+  hl_faults_t previous = hl_faults_set(&faults);  // Before any stream exists.
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* q = queue_create(device);
+  hl_semaphore_t* s[3];
+  for (int i = 0; i < 3; ++i) s[i] = sem_create(0);
+  order_t order;
+  atomic_init(&order.next, 0);
+  step_t steps[3];
+  for (int i = 0; i < 3; ++i) step_init(&steps[i], &order, 0);
+  for (int i = 0; i < 3; ++i) host_call(q, NULL, FENCE1(s[i], 1), &steps[i]);
+
+  HL_ASSERT_OK(hl_semaphore_wait(s[0], 1, LONG_DEADLINE()));
+  expect_failed(s[1], HL_STATUS_INTERNAL, "injected");
+  HL_ASSERT_OK(hl_semaphore_wait(s[2], 1, LONG_DEADLINE()));
+  assert_int_equal(step_at(&steps[0]), 1);
+  assert_int_equal(step_at(&steps[1]), 0);  // The failed one never ran.
+  assert_int_equal(step_at(&steps[2]), 2);
+  hl_status_t st = hl_queue_status(q);
+  assert_null(st);
+  hl_status_free(st);
+  hl_queue_stats_t stats;
+  hl_queue_stats(q, &stats);
+  assert_int_equal(stats.failed, 1);
+  assert_int_equal(stats.submissions, 3);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
+  expect_device_events_pooled(device, 1);
+  for (int i = 0; i < 3; ++i) hl_semaphore_release(s[i]);
+  hl_queue_release(q);
+  hl_device_release(device);
+  hl_faults_set(&previous);
+}
+
+//===----------------------------------------------------------------------===//
+// Leaks
+//===----------------------------------------------------------------------===//
+
+// The smallest case: one submission signalling one semaphore.
+static void test_single_signal_event_pooled(void** state) {
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* q = queue_create(device);
+  hl_semaphore_t* s = sem_create(0);
+  barrier(q, NULL, FENCE1(s, 1));
+  HL_ASSERT_OK(hl_semaphore_wait(s, 1, LONG_DEADLINE()));
+  HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
+  expect_device_events_pooled(device, 1);
+  hl_semaphore_release(s);
+  hl_queue_release(q);
+  hl_device_release(device);
+}
+
+// 100,000 submissions in fork-join groups of four: A signals S; B and C wait
+// on S and signal X and Y; D waits on X and Y. The event count stays bounded
+// and every event ends up back in the pool.
+static void test_fork_join_no_leaks(void** state) {
+  const uint64_t submissions = hl_test_scale(100000, 10);
+  const uint64_t groups = submissions / 4;
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* q[4];
+  for (int i = 0; i < 4; ++i) q[i] = queue_create(device);
+  hl_semaphore_t* s = sem_create(0);
+  hl_semaphore_t* x = sem_create(0);
+  hl_semaphore_t* y = sem_create(0);
+  hl_fence_t* f_s = FENCE1(s, 0);
+  hl_fence_t* f_x = FENCE1(x, 0);
+  hl_fence_t* f_y = FENCE1(y, 0);
+  hl_fence_t* f_xy = fence_of(x, 0, y, 0, NULL, 0);
+  int64_t max_live = 0;
+  for (uint64_t i = 1; i <= groups; ++i) {
+    hl_fence_clear(f_s);
+    HL_ASSERT_OK(hl_fence_insert(f_s, s, i));
+    hl_fence_clear(f_x);
+    HL_ASSERT_OK(hl_fence_insert(f_x, x, i));
+    hl_fence_clear(f_y);
+    HL_ASSERT_OK(hl_fence_insert(f_y, y, i));
+    hl_fence_clear(f_xy);
+    HL_ASSERT_OK(hl_fence_insert(f_xy, x, i));
+    HL_ASSERT_OK(hl_fence_insert(f_xy, y, i));
+    // Alternate which side is submitted first, so half the groups park.
+    if (i & 1) HL_ASSERT_OK(hl_queue_barrier(q[0], NULL, f_s));
+    HL_ASSERT_OK(hl_queue_barrier(q[1], f_s, f_x));
+    HL_ASSERT_OK(hl_queue_barrier(q[2], f_s, f_y));
+    if (!(i & 1)) HL_ASSERT_OK(hl_queue_barrier(q[0], NULL, f_s));
+    HL_ASSERT_OK(hl_queue_barrier(q[3], f_xy, NULL));
+    if (i % 64 == 0) {
+      // Bound the work in flight (at most ~100 groups, 400 submissions,
+      // each holding one event), then sample the event count.
+      HL_ASSERT_OK(
+          hl_semaphore_wait(hl_queue_timeline(q[3]), i - 32, LONG_DEADLINE()));
+      int64_t live = atomic_load(&device->live_events);
+      if (live > max_live) max_live = live;
+      assert_true(live < 1000);
+    }
+  }
+  for (int i = 0; i < 4; ++i)
+    HL_ASSERT_OK(hl_queue_wait_idle(q[i], LONG_DEADLINE()));
+  uint64_t v = 0;
+  HL_ASSERT_OK(hl_semaphore_query(x, &v));
+  assert_int_equal(v, groups);
+  hl_queue_stats_t stats;
+  uint64_t total = 0;
+  for (int i = 0; i < 4; ++i) {
+    hl_queue_stats(q[i], &stats);
+    total += stats.submissions;
+    assert_int_equal(stats.failed, 0);
+  }
+  assert_int_equal(total, groups * 4);
+  print_message("%llu submissions, at most %lld live events\n",
+                (unsigned long long)total, (long long)max_live);
+  expect_device_events_pooled(device, 4);
+  hl_fence_release(f_s);
+  hl_fence_release(f_x);
+  hl_fence_release(f_y);
+  hl_fence_release(f_xy);
+  for (int i = 0; i < 4; ++i) hl_queue_release(q[i]);
+  expect_device_events_pooled(device, 0);
+  hl_semaphore_release(s);
+  hl_semaphore_release(x);
+  hl_semaphore_release(y);
+  hl_device_release(device);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_wait_before_signal),
+      cmocka_unit_test(test_fan_out_fan_in),
+      cmocka_unit_test(test_wait_elision),
+      cmocka_unit_test(test_failure_chain_parked),
+      cmocka_unit_test(test_failure_chain_prefailed),
+      cmocka_unit_test(test_failure_chain_issued),
+      cmocka_unit_test(test_injected_submission_failure),
+      cmocka_unit_test(test_single_signal_event_pooled),
+      cmocka_unit_test(test_fork_join_no_leaks),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
