@@ -10,6 +10,8 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/base/faults.h"
+// C11 threads on pthreads under TSan (see tests/test_util.h).
+#define HL_TEST_C11_THREADS_SHIM 1
 #include "tests/test_util.h"
 
 #define KIB ((size_t)1024)

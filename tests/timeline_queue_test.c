@@ -12,6 +12,8 @@
 #include "hipline/time.h"
 #include "runtime/base/faults.h"
 #include "runtime/timeline/timeline_internal.h"
+// C11 threads on pthreads under TSan (see tests/test_util.h).
+#define HL_TEST_C11_THREADS_SHIM 1
 #include "tests/test_util.h"
 
 #define MS ((hl_duration_t)1000000)
@@ -194,6 +196,52 @@ static void run_fan_out_fan_in(bool consumers_first) {
 static void test_fan_out_fan_in(void** state) {
   run_fan_out_fan_in(false);
   run_fan_out_fan_in(true);
+}
+
+// Parked submissions are released by a host signal, by a larger value than
+// the one they wait for, and by another queue's timeline.
+static void test_park_released_by_host_and_timeline(void** state) {
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* a = queue_create(device);
+  hl_queue_t* b = queue_create(device);
+  hl_semaphore_t* s = sem_create(0);
+  hl_semaphore_t* done = sem_create(0);
+  order_t order;
+  atomic_init(&order.next, 0);
+  step_t steps[4];
+  for (int i = 0; i < 4; ++i) step_init(&steps[i], &order, 0);
+
+  // 1. Host signal of a larger value.
+  host_call(b, FENCE1(s, 3), FENCE1(done, 1), &steps[0]);
+  hl_test_sleep_ms(10);
+  assert_int_equal(step_at(&steps[0]), 0);
+  HL_ASSERT_OK(hl_semaphore_signal(s, 5));
+  HL_ASSERT_OK(hl_semaphore_wait(done, 1, LONG_DEADLINE()));
+  assert_int_equal(step_at(&steps[0]), 1);
+
+  // 2. A's timeline value 2, not yet submitted when B waits on it.
+  host_call(b, FENCE1(hl_queue_timeline(a), 2), FENCE1(done, 2), &steps[1]);
+  host_call(a, NULL, NULL, &steps[2]);
+  hl_test_sleep_ms(10);
+  assert_int_equal(step_at(&steps[1]), 0);  // A's value 1 is not enough.
+  host_call(a, NULL, NULL, &steps[3]);
+  HL_ASSERT_OK(hl_semaphore_wait(done, 2, LONG_DEADLINE()));
+  assert_int_equal(step_at(&steps[2]), 2);
+  assert_int_equal(step_at(&steps[3]), 3);
+  assert_int_equal(step_at(&steps[1]), 4);
+  hl_queue_stats_t stats;
+  hl_queue_stats(b, &stats);
+  assert_int_equal(stats.parked, 2);
+
+  HL_ASSERT_OK(hl_queue_wait_idle(a, LONG_DEADLINE()));
+  HL_ASSERT_OK(hl_queue_wait_idle(b, LONG_DEADLINE()));
+  expect_device_events_pooled(device, 2);
+  hl_semaphore_release(s);
+  hl_semaphore_release(done);
+  hl_queue_release(a);
+  hl_queue_release(b);
+  hl_device_release(device);
 }
 
 //===----------------------------------------------------------------------===//
@@ -473,6 +521,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wait_before_signal),
       cmocka_unit_test(test_fan_out_fan_in),
+      cmocka_unit_test(test_park_released_by_host_and_timeline),
       cmocka_unit_test(test_wait_elision),
       cmocka_unit_test(test_failure_chain_parked),
       cmocka_unit_test(test_failure_chain_prefailed),

@@ -9,6 +9,8 @@
 #include "hipline/queue.h"
 #include "hipline/semaphore.h"
 #include "hipline/time.h"
+// C11 threads on pthreads under TSan (see tests/test_util.h).
+#define HL_TEST_C11_THREADS_SHIM 1
 #include "tests/test_util.h"
 
 #define MS ((hl_duration_t)1000000)

@@ -13,6 +13,8 @@
 #include "hipline/time.h"
 #include "runtime/base/faults.h"
 #include "runtime/timeline/timeline_internal.h"
+// C11 threads on pthreads under TSan (see tests/test_util.h).
+#define HL_TEST_C11_THREADS_SHIM 1
 #include "tests/test_util.h"
 
 #define MS ((hl_duration_t)1000000)
