@@ -102,8 +102,22 @@ static void hl_memory_apply(hl_memory_stats_t* s, hl_memory_event_t event,
   }
 }
 
+static atomic_uint_least64_t hl_global_frontier_releases_;
+static atomic_uint_least64_t hl_global_device_sync_releases_;
+
+void hl_memory_global_fallbacks(uint64_t* out_frontier,
+                                uint64_t* out_device_sync) {
+  *out_frontier = atomic_load(&hl_global_frontier_releases_);
+  *out_device_sync = atomic_load(&hl_global_device_sync_releases_);
+}
+
 void hl_memory_note(hl_device_t* device, uint32_t queue_id,
                     hl_memory_event_t event, uint64_t bytes) {
+  if (event == HL_MEMORY_EVENT_FALLBACK_FRONTIER) {
+    atomic_fetch_add(&hl_global_frontier_releases_, 1);
+  } else if (event == HL_MEMORY_EVENT_FALLBACK_DEVICE_SYNC) {
+    atomic_fetch_add(&hl_global_device_sync_releases_, 1);
+  }
   hl_memory_state_t* state = NULL;
   hl_status_t st = hl_memory_state(device, &state);
   if (st) {

@@ -119,6 +119,10 @@ typedef enum hl_memory_event_e {
 void hl_memory_note(hl_device_t* device, uint32_t queue_id,
                     hl_memory_event_t event, uint64_t bytes);
 
+// Process-wide counts of fallback releases (all devices, ever).
+void hl_memory_global_fallbacks(uint64_t* out_frontier,
+                                uint64_t* out_device_sync);
+
 // Releases |root|'s memory through the device's fallback mode (its last
 // reference dropped without a dealloca). Never called with locks held.
 void hl_memory_fallback_release(hl_root_t* root);
