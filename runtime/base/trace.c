@@ -153,3 +153,21 @@ hl_status_t hl_trace_stop_and_write(const char* path) {
   mtx_unlock(&hl_trace_mutex_);
   return status;
 }
+
+//===----------------------------------------------------------------------===//
+// Public capture API (include/hipline/trace.h)
+//===----------------------------------------------------------------------===//
+
+void hl_trace_capture_begin(uint64_t max_events) {
+  hl_trace_start(max_events ? max_events : 1000000);
+}
+
+hl_status_t hl_trace_capture_end(const char* path) {
+  return hl_trace_stop_and_write(path);
+}
+
+bool hl_trace_capture_active(void) { return hl_trace_is_active(); }
+
+uint64_t hl_trace_capture_count(const char* name) {
+  return name ? hl_trace_count(name) : 0;
+}

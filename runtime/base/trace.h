@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "hipline/status.h"
+#include "hipline/trace.h"
 
 #ifndef HIPLINE_ENABLE_TRACING
 #define HIPLINE_ENABLE_TRACING 1

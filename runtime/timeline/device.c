@@ -111,6 +111,13 @@ hl_status_t hl_environment_check(void) {
   HL_RETURN_IF_ERROR_PLAIN(hl_faults_from_env(&faults));
   hl_log_level_t level;
   HL_RETURN_IF_ERROR_PLAIN(hl_log_level_from_env(&level));
+  const char* trace = hl_env_get("HIPLINE_TRACE");
+  if (trace && strlen(trace) >= sizeof(hl_trace_path_)) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "HIPLINE_TRACE='%.64s...' is not valid; accepted "
+                          "values: a file path shorter than %zu bytes",
+                          trace, sizeof(hl_trace_path_));
+  }
   const char* devices = hl_env_get("HIPLINE_HOST_DEVICES");
   if (devices) {
     uint64_t n = 0;
@@ -133,6 +140,22 @@ hl_status_t hl_environment_check(void) {
   }
   return NULL;
 }
+
+// HIPLINE_TRACE=FILE: capture from the first device to process exit.
+static char hl_trace_path_[512];
+static void hl_trace_at_exit(void) {
+  hl_status_t st = hl_trace_capture_end(hl_trace_path_);
+  if (st) hl_status_fprint(stderr, "hipline: HIPLINE_TRACE: ", st);
+  hl_status_free(st);
+}
+static void hl_trace_from_env(void) {
+  const char* path = hl_env_get("HIPLINE_TRACE");
+  if (!path || strlen(path) >= sizeof(hl_trace_path_)) return;
+  snprintf(hl_trace_path_, sizeof(hl_trace_path_), "%s", path);
+  hl_trace_capture_begin(0);
+  atexit(hl_trace_at_exit);
+}
+static once_flag hl_trace_env_once_ = ONCE_FLAG_INIT;
 
 void hl_device_options_initialize(hl_device_options_t* out_options) {
   if (!out_options) return;
@@ -259,6 +282,7 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
   }
   if (!host_allocator.alloc) host_allocator = hl_allocator_system();
   HL_RETURN_IF_ERROR(hl_environment_check(), "creating a device");
+  call_once(&hl_trace_env_once_, hl_trace_from_env);
   if ((unsigned)options->fallback > HL_FALLBACK_DEVICE_SYNC) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "unknown fallback mode %d; accepted: "
