@@ -201,8 +201,9 @@ static int64_t parse_count(const char* flag, const char* value, int64_t min) {
 int main(int argc, char** argv) {
   results_t r;
   memset(&r, 0, sizeof(r));
-  r.submissions = 20000;
-  r.batches = 9;
+  r.submissions =
+      1000;  // In flight at once: larger batches measure queue depth too.
+  r.batches = 15;
   r.rounds = 2000;
   bool json = false;
   for (int i = 1; i < argc; ++i) {
