@@ -12,8 +12,6 @@
 //   hl_test_sanitized()           true under ASan/TSan or HIPLINE_TSAN=1
 //   hl_test_scale(n, divisor)     n, or n / divisor (at least 1) when sanitized
 //   hl_test_sleep_ms(ms)
-//   HL_TEST_C11_THREADS_SHIM      define before including: C11 threads on
-//                                 pthreads in TSan builds (see below)
 //
 // RUSAGE_THREAD needs _GNU_SOURCE: tests that use hl_test_cpu_ns define it on
 // the command line (see tests/timeline.cmake).
@@ -135,130 +133,8 @@ static inline void hl_test_sleep_ms(int64_t ms) {
   }
 }
 
-//===----------------------------------------------------------------------===//
-// C11 threads under ThreadSanitizer
-//===----------------------------------------------------------------------===//
-// gcc 12 / clang 14 TSan on glibc >= 2.34 does not intercept the C11 thread
-// functions: glibc implements thrd_create, mtx_lock, cnd_wait... on internal
-// pthread symbols the sanitizer never sees, so the first runtime thread
-// crashes in __tsan_func_entry and no C11 lock is a synchronization point.
-// A test executable (one translation unit) that defines
-// HL_TEST_C11_THREADS_SHIM before including this header gets definitions of
-// those functions on the intercepted pthread calls; being in the executable,
-// they also replace glibc's for the statically linked runtime. Only in TSan
-// builds; the runtime itself still needs a fix (see the test report).
-#if defined(HL_TEST_C11_THREADS_SHIM) && defined(__SANITIZE_THREAD__)
-#include <errno.h>
-#include <pthread.h>
-#include <threads.h>
-
-static int hl_test_thrd_result(int rc) {
-  switch (rc) {
-    case 0:
-      return thrd_success;
-    case ETIMEDOUT:
-      return thrd_timedout;
-    case EBUSY:
-      return thrd_busy;
-    case ENOMEM:
-    case EAGAIN:
-      return thrd_nomem;
-    default:
-      return thrd_error;
-  }
-}
-
-typedef struct hl_test_thrd_start_t {
-  thrd_start_t fn;
-  void* arg;
-} hl_test_thrd_start_t;
-
-static void* hl_test_thrd_trampoline(void* p) {
-  hl_test_thrd_start_t start = *(hl_test_thrd_start_t*)p;
-  free(p);
-  return (void*)(intptr_t)start.fn(start.arg);
-}
-
-int thrd_create(thrd_t* thr, thrd_start_t fn, void* arg) {
-  hl_test_thrd_start_t* start = malloc(sizeof(*start));
-  if (!start) return thrd_nomem;
-  start->fn = fn;
-  start->arg = arg;
-  int rc =
-      pthread_create((pthread_t*)thr, NULL, hl_test_thrd_trampoline, start);
-  if (rc) free(start);
-  return hl_test_thrd_result(rc);
-}
-
-int thrd_join(thrd_t thr, int* res) {
-  void* ret = NULL;
-  int rc = pthread_join((pthread_t)thr, &ret);
-  if (!rc && res) *res = (int)(intptr_t)ret;
-  return hl_test_thrd_result(rc);
-}
-
-int thrd_detach(thrd_t thr) {
-  return hl_test_thrd_result(pthread_detach((pthread_t)thr));
-}
-
-int mtx_init(mtx_t* mtx, int type) {
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  if (type & mtx_recursive) {
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-  }
-  int rc = pthread_mutex_init((pthread_mutex_t*)mtx, &attr);
-  pthread_mutexattr_destroy(&attr);
-  return hl_test_thrd_result(rc);
-}
-
-int mtx_lock(mtx_t* mtx) {
-  return hl_test_thrd_result(pthread_mutex_lock((pthread_mutex_t*)mtx));
-}
-
-int mtx_trylock(mtx_t* mtx) {
-  return hl_test_thrd_result(pthread_mutex_trylock((pthread_mutex_t*)mtx));
-}
-
-int mtx_timedlock(mtx_t* restrict mtx, const struct timespec* restrict ts) {
-  return hl_test_thrd_result(
-      pthread_mutex_timedlock((pthread_mutex_t*)mtx, ts));
-}
-
-int mtx_unlock(mtx_t* mtx) {
-  return hl_test_thrd_result(pthread_mutex_unlock((pthread_mutex_t*)mtx));
-}
-
-void mtx_destroy(mtx_t* mtx) { pthread_mutex_destroy((pthread_mutex_t*)mtx); }
-
-int cnd_init(cnd_t* cond) {
-  return hl_test_thrd_result(pthread_cond_init((pthread_cond_t*)cond, NULL));
-}
-
-int cnd_signal(cnd_t* cond) {
-  return hl_test_thrd_result(pthread_cond_signal((pthread_cond_t*)cond));
-}
-
-int cnd_broadcast(cnd_t* cond) {
-  return hl_test_thrd_result(pthread_cond_broadcast((pthread_cond_t*)cond));
-}
-
-int cnd_wait(cnd_t* cond, mtx_t* mtx) {
-  return hl_test_thrd_result(
-      pthread_cond_wait((pthread_cond_t*)cond, (pthread_mutex_t*)mtx));
-}
-
-int cnd_timedwait(cnd_t* restrict cond, mtx_t* restrict mtx,
-                  const struct timespec* restrict ts) {
-  return hl_test_thrd_result(
-      pthread_cond_timedwait((pthread_cond_t*)cond, (pthread_mutex_t*)mtx, ts));
-}
-
-void cnd_destroy(cnd_t* cond) { pthread_cond_destroy((pthread_cond_t*)cond); }
-
-void call_once(once_flag* flag, void (*fn)(void)) {
-  pthread_once((pthread_once_t*)flag, fn);
-}
-#endif  // HL_TEST_C11_THREADS_SHIM && __SANITIZE_THREAD__
+// C11 threads under ThreadSanitizer: the runtime itself routes them through
+// pthreads in TSan builds (runtime/base/tsan_threads.c), which also covers
+// the tests' own threads. HL_TEST_C11_THREADS_SHIM is accepted and ignored.
 
 #endif  // HIPLINE_TESTS_TEST_UTIL_H_

@@ -73,9 +73,12 @@ static void hl_faults_init(void) {
                                     f.fail_submission_every);
 }
 
-const hl_faults_t* hl_faults_active(void) {
+hl_faults_t hl_faults_snapshot(void) {
   call_once(&hl_faults_once_, hl_faults_init);
-  return &hl_faults_;
+  mtx_lock(&hl_faults_mutex_);
+  hl_faults_t copy = hl_faults_;
+  mtx_unlock(&hl_faults_mutex_);
+  return copy;
 }
 
 hl_faults_t hl_faults_set(const hl_faults_t* faults) {

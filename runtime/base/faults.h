@@ -35,8 +35,9 @@ hl_status_t hl_faults_from_env(hl_faults_t* out);
 // previous one.
 hl_faults_t hl_faults_set(const hl_faults_t* faults);
 
-// The active configuration (HIPLINE_FAULTS at first use, unless set).
-const hl_faults_t* hl_faults_active(void);
+// A copy of the active configuration (HIPLINE_FAULTS at first use, unless
+// set).
+hl_faults_t hl_faults_snapshot(void);
 
 // Decision points; each counts the faults it injects.
 bool hl_faults_should_fail_alloc(void);

@@ -89,6 +89,22 @@ hl_status_t hl_backend_resolve(hl_backend_kind_t requested,
   return NULL;
 }
 
+// HIPLINE_TRACE=FILE: capture from the first device to process exit.
+static char hl_trace_path_[512];
+static void hl_trace_at_exit(void) {
+  hl_status_t st = hl_trace_capture_end(hl_trace_path_);
+  if (st) hl_status_fprint(stderr, "hipline: HIPLINE_TRACE: ", st);
+  hl_status_free(st);
+}
+static void hl_trace_from_env(void) {
+  const char* path = hl_env_get("HIPLINE_TRACE");
+  if (!path || strlen(path) >= sizeof(hl_trace_path_)) return;
+  snprintf(hl_trace_path_, sizeof(hl_trace_path_), "%s", path);
+  hl_trace_capture_begin(0);
+  atexit(hl_trace_at_exit);
+}
+static once_flag hl_trace_env_once_ = ONCE_FLAG_INIT;
+
 hl_status_t hl_environment_check(void) {
   static const char* const kKnown[] = {
       "HIPLINE_BACKEND",  "HIPLINE_ASSUME_NO_ALIAS",
@@ -141,21 +157,6 @@ hl_status_t hl_environment_check(void) {
   return NULL;
 }
 
-// HIPLINE_TRACE=FILE: capture from the first device to process exit.
-static char hl_trace_path_[512];
-static void hl_trace_at_exit(void) {
-  hl_status_t st = hl_trace_capture_end(hl_trace_path_);
-  if (st) hl_status_fprint(stderr, "hipline: HIPLINE_TRACE: ", st);
-  hl_status_free(st);
-}
-static void hl_trace_from_env(void) {
-  const char* path = hl_env_get("HIPLINE_TRACE");
-  if (!path || strlen(path) >= sizeof(hl_trace_path_)) return;
-  snprintf(hl_trace_path_, sizeof(hl_trace_path_), "%s", path);
-  hl_trace_capture_begin(0);
-  atexit(hl_trace_at_exit);
-}
-static once_flag hl_trace_env_once_ = ONCE_FLAG_INIT;
 
 void hl_device_options_initialize(hl_device_options_t* out_options) {
   if (!out_options) return;

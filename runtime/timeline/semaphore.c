@@ -55,6 +55,7 @@ static void hl_semaphore_drop_timepoints_locked(hl_semaphore_t* s,
     hl_shared_event_drop_locked(tp->shared);
     free(tp);
   }
+  if (!s->timepoints) s->timepoints_tail = NULL;
 }
 
 void hl_semaphore_release(hl_semaphore_t* semaphore) {
@@ -148,10 +149,21 @@ hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* s, uint64_t value,
   // draining reaches (and so drops) every timepoint its events back.
   tp->shared = shared;
   ++shared->refs;
-  hl_timepoint_t** link = &s->timepoints;
-  while (*link && (*link)->value < value) link = &(*link)->next;
-  tp->next = *link;
-  *link = tp;
+  if (!s->timepoints_tail || s->timepoints_tail->value <= value) {
+    // The common case: each signal is larger than every pending one.
+    tp->next = NULL;
+    if (s->timepoints_tail) {
+      s->timepoints_tail->next = tp;
+    } else {
+      s->timepoints = tp;
+    }
+    s->timepoints_tail = tp;
+  } else {
+    hl_timepoint_t** link = &s->timepoints;
+    while (*link && (*link)->value < value) link = &(*link)->next;
+    tp->next = *link;
+    *link = tp;
+  }
   if (s->issued_value < value) {
     s->issued_value = value;
     hl_semaphore_notify_locked(s, false, hl_semaphore_value(s), value);

@@ -135,7 +135,8 @@ struct hl_semaphore_t {
   _Atomic uint64_t value;        // Written under the scheduler lock.
   _Atomic(hl_status_t) failure;  // First failure; written once.
   uint64_t issued_value;         // Highest value with a device timepoint.
-  hl_timepoint_t* timepoints;
+  hl_timepoint_t* timepoints;       // Ascending by value.
+  hl_timepoint_t* timepoints_tail;  // Last entry: new values append in O(1).
   hl_waiter_t* waiters;
 };
 

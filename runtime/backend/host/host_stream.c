@@ -76,7 +76,6 @@ static void hl_host_item_execute(hl_backend_stream_t* stream,
 
 static int hl_host_stream_main(void* arg) {
   hl_backend_stream_t* stream = (hl_backend_stream_t*)arg;
-  const hl_faults_t* faults = hl_faults_active();
   for (;;) {
     mtx_lock(&stream->mutex);
     while (!stream->head) cnd_wait(&stream->work_cond, &stream->mutex);
@@ -85,8 +84,8 @@ static int hl_host_stream_main(void* arg) {
     if (!stream->head) stream->tail = NULL;
     mtx_unlock(&stream->mutex);
 
-    if (HL_UNLIKELY(faults->stream_delay_us) && item->kind != HL_HOST_ITEM_STOP) {
-      uint64_t us = hl_host_rng_next(&stream->rng) % (faults->stream_delay_us + 1);
+    if (HL_UNLIKELY(stream->delay_max_us) && item->kind != HL_HOST_ITEM_STOP) {
+      uint64_t us = hl_host_rng_next(&stream->rng) % (stream->delay_max_us + 1);
       if (us) {
         hl_faults_count_delay();
         hl_sleep_ns((hl_duration_t)us * 1000);
@@ -113,7 +112,10 @@ hl_status_t hl_host_stream_create(hl_host_backend_t* device,
   atomic_init(&stream->ref_count, 1);
   stream->device = device;
   stream->id = atomic_fetch_add(&device->next_stream_id, 1);
-  stream->rng = hl_faults_active()->seed * 0x9e3779b97f4a7c15ull + stream->id;
+  // Fault settings are read once: a stream keeps the delays it was born with.
+  hl_faults_t faults = hl_faults_snapshot();
+  stream->rng = faults.seed * 0x9e3779b97f4a7c15ull + stream->id;
+  stream->delay_max_us = faults.stream_delay_us;
   if (mtx_init(&stream->mutex, mtx_plain) != thrd_success ||
       cnd_init(&stream->work_cond) != thrd_success ||
       cnd_init(&stream->done_cond) != thrd_success) {
