@@ -9,3 +9,12 @@ foreach(part semaphore queue stress)
     TIMEOUT 120)
   target_compile_definitions(timeline_${part}_test PRIVATE _GNU_SOURCE)
 endforeach()
+
+# The same scenarios on the hip backend: labelled requires-gpu, skipped (77)
+# without a device. Tests that need host-backend internals skip themselves.
+foreach(part semaphore queue)
+  add_test(NAME timeline_${part}_test_hip COMMAND timeline_${part}_test)
+  set_tests_properties(timeline_${part}_test_hip PROPERTIES
+    ENVIRONMENT HIPLINE_TEST_BACKEND=hip SKIP_RETURN_CODE 77 TIMEOUT 120
+    LABELS "timeline;requires-gpu")
+endforeach()
