@@ -1,0 +1,14 @@
+# The memory layer (runtime/memory/) on the host backend through the public
+# API: queue_alloca/queue_dealloca, misuse and failure paths, cross-queue pool
+# reuse, fallback release, pool limits/threshold/trim, statistics, and a
+# multi-threaded stress run under injected stream delays.
+foreach(part alloca misuse pool)
+  hl_add_test(memory_${part}_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_${part}_test.c
+    LABELS memory
+    TIMEOUT 120)
+endforeach()
+hl_add_test(memory_stress_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_stress_test.c
+  LABELS memory concurrency
+  TIMEOUT 120)

@@ -1,0 +1,322 @@
+// queue_alloca and queue_dealloca on the host backend through the public
+// API: the handle comes back at once, a parked alloca commits only after its
+// wait, full alloca/write/fill/copy/read/dealloca cycles on one and two
+// queues, a 1,000-step semaphore-only chain that leaves memory flat, and bad
+// input.
+
+#include "tests/memory_util.h"
+
+#define KIB ((uint64_t)1024)
+
+static void test_alloca_handle_then_usable(void** state) {
+  (void)state;
+  hl_device_t* d = mem_device_create(NULL);
+  hl_queue_t* q = mem_queue_create(d);
+  hl_semaphore_t* s = mem_sem_create();
+
+  hl_buffer_t* b = mem_alloca(q, NULL, 0, s, 1, 4 * KIB);
+  assert_int_equal(hl_buffer_length(b), 4 * KIB);
+  assert_int_equal(hl_buffer_offset(b), 0);
+  assert_int_equal(hl_buffer_origin(b), HL_BUFFER_ORIGIN_ASYNC);
+  assert_ptr_equal(hl_buffer_device(b), d);
+  assert_true(hl_buffer_root_id(b) != 0);
+  mem_wait(s, 1);
+  assert_non_null(hl_buffer_device_pointer(b));
+  assert_false(hl_buffer_is_freed(b));
+  hl_memory_stats_t st = mem_stats(d);
+  assert_int_equal(st.allocas, 1);
+  assert_int_equal(st.bytes_in_use, 4 * KIB);
+
+  // A subview shares the root and points inside it.
+  hl_buffer_t* view = NULL;
+  HL_ASSERT_OK(hl_buffer_subview(b, 256, 512, &view));
+  assert_int_equal(hl_buffer_root_id(view), hl_buffer_root_id(b));
+  assert_ptr_equal(hl_buffer_device_pointer(view),
+                   (char*)hl_buffer_device_pointer(b) + 256);
+  hl_buffer_t* view2 = NULL;
+  HL_ASSERT_OK(hl_buffer_subview(view, 4, 8, &view2));
+  assert_int_equal(hl_buffer_offset(view2), 260);
+  assert_int_equal(hl_buffer_root_id(view2), hl_buffer_root_id(b));
+  hl_buffer_release(view2);
+  hl_buffer_release(view);
+
+  mem_dealloca(q, NULL, 0, s, 2, b);
+  mem_wait(s, 2);
+  assert_true(hl_buffer_is_freed(b));
+  hl_buffer_release(b);
+  assert_int_equal(mem_stats(d).bytes_in_use, 0);
+
+  hl_semaphore_release(s);
+  hl_queue_release(q);
+  hl_device_release(d);
+}
+
+static void test_alloca_parked_commits_after_signal(void** state) {
+  (void)state;
+  hl_device_t* d = mem_device_create(NULL);
+  hl_queue_t* q = mem_queue_create(d);
+  hl_semaphore_t* gate = mem_sem_create();
+  hl_semaphore_t* s = mem_sem_create();
+
+  hl_buffer_t* b = mem_alloca(q, gate, 1, s, 1, 64 * KIB);
+  // Nothing may happen before the host signals |gate|.
+  hl_test_sleep_ms(20);
+  assert_null(hl_buffer_device_pointer(b));
+  assert_int_equal(mem_stats(d).allocas, 0);
+  assert_int_equal(mem_queue_stats(q).allocas, 0);
+  uint64_t value = 99;
+  HL_ASSERT_OK(hl_semaphore_query(s, &value));
+  assert_int_equal(value, 0);
+
+  HL_ASSERT_OK(hl_semaphore_signal(gate, 1));
+  mem_wait(s, 1);
+  assert_non_null(hl_buffer_device_pointer(b));
+  assert_int_equal(mem_stats(d).allocas, 1);
+  assert_int_equal(mem_stats(d).bytes_in_use, 64 * KIB);
+
+  mem_dealloca(q, NULL, 0, s, 2, b);
+  hl_buffer_release(b);
+  mem_wait(s, 2);
+  assert_int_equal(mem_stats(d).bytes_in_use, 0);
+
+  hl_semaphore_release(s);
+  hl_semaphore_release(gate);
+  hl_queue_release(q);
+  hl_device_release(d);
+}
+
+// write -> fill (part) -> copy -> read, all on one queue in queue order.
+static void test_full_cycle_one_queue(void** state) {
+  (void)state;
+  hl_device_t* d = mem_device_create(NULL);
+  hl_queue_t* q = mem_queue_create(d);
+  const uint64_t n = 16 * KIB;
+  uint8_t* src = malloc(n);
+  uint8_t* dst = malloc(n);
+  for (uint64_t i = 0; i < n; ++i) src[i] = (uint8_t)(i * 7 + 3);
+  memset(dst, 0, n);
+
+  hl_buffer_t* a = mem_alloca(q, NULL, 0, NULL, 0, n);
+  hl_buffer_t* b = mem_alloca(q, NULL, 0, NULL, 0, n);
+  HL_ASSERT_OK(hl_queue_write(q, NULL, NULL, src, a, 0, n));
+  HL_ASSERT_OK(hl_queue_fill(q, NULL, NULL, a, 4 * KIB, 4 * KIB, 0xA5A5A5A5u));
+  HL_ASSERT_OK(hl_queue_copy(q, NULL, NULL, a, 0, b, 0, n));
+  HL_ASSERT_OK(hl_queue_read(q, NULL, NULL, b, 0, dst, n));
+  HL_ASSERT_OK(hl_queue_dealloca(q, NULL, NULL, a));
+  HL_ASSERT_OK(hl_queue_dealloca(q, NULL, NULL, b));
+  hl_buffer_release(a);
+  hl_buffer_release(b);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+
+  for (uint64_t i = 0; i < n; ++i) {
+    uint8_t want = (i >= 4 * KIB && i < 8 * KIB) ? 0xA5 : src[i];
+    if (dst[i] != want)
+      fail_msg("byte %llu: %u != %u", (unsigned long long)i, dst[i], want);
+  }
+  hl_memory_stats_t st = mem_stats(d);
+  assert_int_equal(st.bytes_in_use, 0);
+  assert_int_equal(st.allocas, 2);
+  free(src);
+  free(dst);
+  hl_queue_release(q);
+  hl_device_release(d);
+}
+
+// The same cycle spread over two queues, ordered by one semaphore only.
+static void test_full_cycle_two_queues(void** state) {
+  (void)state;
+  hl_device_t* d = mem_device_create(NULL);
+  hl_queue_t* q0 = mem_queue_create(d);
+  hl_queue_t* q1 = mem_queue_create(d);
+  hl_semaphore_t* s = mem_sem_create();
+  const uint64_t n = 8 * KIB;
+  uint32_t* src = malloc(n);
+  uint32_t* dst = malloc(n);
+  for (uint64_t i = 0; i < n / 4; ++i) src[i] = (uint32_t)(i * 2654435761u);
+  memset(dst, 0, n);
+
+  hl_buffer_t* a = mem_alloca(q0, NULL, 0, s, 1, n);
+  hl_buffer_t* b = mem_alloca(q1, s, 1, s, 2, n);
+  hl_fence_t* w = mem_fence(s, 2);
+  hl_fence_t* sig = mem_fence(s, 3);
+  HL_ASSERT_OK(hl_queue_write(q1, w, sig, src, a, 0, n));
+  hl_fence_release(w);
+  hl_fence_release(sig);
+  w = mem_fence(s, 3);
+  sig = mem_fence(s, 4);
+  HL_ASSERT_OK(hl_queue_fill(q0, w, sig, a, 0, 16, 0x01020304u));
+  hl_fence_release(w);
+  hl_fence_release(sig);
+  w = mem_fence(s, 4);
+  sig = mem_fence(s, 5);
+  HL_ASSERT_OK(hl_queue_copy(q1, w, sig, a, 0, b, 0, n));
+  hl_fence_release(w);
+  hl_fence_release(sig);
+  // Dealloca a on q0 right away: it must wait for the copy on q1 through the
+  // root's use fence, not through anything the caller passed.
+  mem_dealloca(q0, NULL, 0, NULL, 0, a);
+  hl_buffer_release(a);
+  w = mem_fence(s, 5);
+  sig = mem_fence(s, 6);
+  HL_ASSERT_OK(hl_queue_read(q0, w, sig, b, 0, dst, n));
+  hl_fence_release(w);
+  hl_fence_release(sig);
+  mem_dealloca(q1, NULL, 0, s, 7, b);
+  hl_buffer_release(b);
+  mem_wait(s, 7);
+  HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
+
+  for (uint64_t i = 0; i < n / 4; ++i) {
+    uint32_t want = i < 4 ? 0x01020304u : src[i];
+    if (dst[i] != want)
+      fail_msg("word %llu: %08x != %08x", (unsigned long long)i, dst[i], want);
+  }
+  assert_int_equal(mem_stats(d).bytes_in_use, 0);
+  assert_int_equal(mem_stats(d).deallocas, 2);
+  free(src);
+  free(dst);
+  hl_semaphore_release(s);
+  hl_queue_release(q0);
+  hl_queue_release(q1);
+  hl_device_release(d);
+}
+
+// alloca -> fill -> read -> dealloca, 1,000 times across two queues, chained
+// by semaphores only: the host never waits inside the chain.
+static void test_chain_flat_memory(void** state) {
+  (void)state;
+  hl_device_t* d = mem_device_create(NULL);
+  hl_queue_t* q[2] = {mem_queue_create(d), mem_queue_create(d)};
+  hl_semaphore_t* s = mem_sem_create();
+  const uint64_t steps = 1000;
+  const uint64_t size = 4 * KIB;
+  uint32_t* seen = calloc(steps, sizeof(uint32_t));
+  uint64_t v = 0;
+  for (uint64_t i = 0; i < steps; ++i) {
+    hl_queue_t* qa = q[i & 1];
+    hl_queue_t* qb = q[(i >> 1) & 1];
+    hl_buffer_t* b = mem_alloca(qa, v ? s : NULL, v, s, v + 1, size);
+    hl_fence_t* w = mem_fence(s, v + 1);
+    hl_fence_t* sig = mem_fence(s, v + 2);
+    HL_ASSERT_OK(hl_queue_fill(qb, w, sig, b, 0, size, (uint32_t)(i * 31 + 7)));
+    hl_fence_release(w);
+    hl_fence_release(sig);
+    w = mem_fence(s, v + 2);
+    sig = mem_fence(s, v + 3);
+    HL_ASSERT_OK(hl_queue_read(qa, w, sig, b, size - 4, &seen[i], 4));
+    hl_fence_release(w);
+    hl_fence_release(sig);
+    mem_dealloca(qb, s, v + 3, s, v + 4, b);
+    hl_buffer_release(b);
+    v += 4;
+  }
+  mem_wait(s, v);
+  HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
+  for (uint64_t i = 0; i < steps; ++i) {
+    if (seen[i] != (uint32_t)(i * 31 + 7)) {
+      fail_msg("step %llu read %08x", (unsigned long long)i, seen[i]);
+    }
+  }
+  hl_memory_stats_t st = mem_stats(d);
+  assert_int_equal(st.allocas, steps);
+  assert_int_equal(st.bytes_in_use, 0);
+  // Each step waits for the previous free, so at most one buffer is live
+  // and the pool reuses its blocks.
+  print_message("chain: in use peak %llu, reserved %llu, reserved peak %llu\n",
+                (unsigned long long)st.bytes_in_use_peak,
+                (unsigned long long)st.bytes_reserved,
+                (unsigned long long)st.bytes_reserved_peak);
+  assert_int_equal(st.bytes_in_use_peak, size);
+  assert_true(st.bytes_reserved_peak <= 4 * size);
+  // Deallocas are counted when their ops are released (completion thread).
+  hl_time_t deadline = hl_deadline_after(2000 * MEM_MS);
+  while (mem_stats(d).deallocas < steps && hl_time_now() < deadline) {
+    hl_test_sleep_ms(2);
+  }
+  assert_int_equal(mem_stats(d).deallocas, steps);
+  assert_int_equal(mem_stats(d).fallback_releases_frontier, 0);
+  free(seen);
+  hl_semaphore_release(s);
+  hl_queue_release(q[0]);
+  hl_queue_release(q[1]);
+  hl_device_release(d);
+}
+
+static void test_bad_input(void** state) {
+  (void)state;
+  hl_device_t* d = mem_device_create(NULL);
+  hl_queue_t* q = mem_queue_create(d);
+  hl_buffer_t* b = (hl_buffer_t*)(uintptr_t)1;
+
+  mem_assert_status_has(hl_queue_alloca(q, NULL, NULL, 0, 0, &b),
+                        HL_STATUS_INVALID_ARGUMENT, "0 bytes");
+  assert_null(b);
+  mem_assert_status_has(
+      hl_queue_alloca(q, NULL, NULL, HL_BUFFER_MAX_SIZE + 1, 0, &b),
+      HL_STATUS_OUT_OF_RANGE, "281474976710657");
+  assert_null(b);
+  HL_ASSERT_STATUS(hl_queue_alloca(NULL, NULL, NULL, 64, 0, &b),
+                   INVALID_ARGUMENT);
+  HL_ASSERT_STATUS(hl_queue_alloca(q, NULL, NULL, 64, 0, NULL),
+                   INVALID_ARGUMENT);
+  HL_ASSERT_STATUS(hl_queue_alloca(q, NULL, NULL, 64, 1, &b), INVALID_ARGUMENT);
+  assert_int_equal(mem_stats(d).allocas, 0);
+
+  b = mem_alloca(q, NULL, 0, NULL, 0, 1 * KIB);
+  hl_buffer_t* view = (hl_buffer_t*)(uintptr_t)1;
+  HL_ASSERT_STATUS(hl_buffer_subview(b, 1 * KIB + 1, 0, &view), OUT_OF_RANGE);
+  assert_null(view);
+  HL_ASSERT_STATUS(hl_buffer_subview(b, 512, 513, &view), OUT_OF_RANGE);
+  HL_ASSERT_STATUS(hl_buffer_subview(b, 1, UINT64_MAX, &view), OUT_OF_RANGE);
+  HL_ASSERT_STATUS(hl_buffer_subview(NULL, 0, 1, &view), INVALID_ARGUMENT);
+  HL_ASSERT_STATUS(hl_buffer_subview(b, 0, 1, NULL), INVALID_ARGUMENT);
+
+  HL_ASSERT_STATUS(hl_queue_fill(q, NULL, NULL, b, 0, 6, 0), INVALID_ARGUMENT);
+  HL_ASSERT_STATUS(hl_queue_fill(q, NULL, NULL, b, 2, 8, 0), INVALID_ARGUMENT);
+  HL_ASSERT_STATUS(hl_queue_fill(q, NULL, NULL, b, 0, 2 * KIB, 0),
+                   OUT_OF_RANGE);
+  // An unaligned subview makes an aligned fill offset unaligned in the root.
+  HL_ASSERT_OK(hl_buffer_subview(b, 2, 64, &view));
+  HL_ASSERT_STATUS(hl_queue_fill(q, NULL, NULL, view, 0, 8, 0),
+                   INVALID_ARGUMENT);
+  hl_buffer_release(view);
+  char host[16];
+  HL_ASSERT_STATUS(hl_queue_read(q, NULL, NULL, b, 1 * KIB - 8, host, 16),
+                   OUT_OF_RANGE);
+  HL_ASSERT_STATUS(hl_queue_write(q, NULL, NULL, host, b, UINT64_MAX, 16),
+                   OUT_OF_RANGE);
+  HL_ASSERT_STATUS(hl_queue_read(q, NULL, NULL, b, 0, NULL, 16),
+                   INVALID_ARGUMENT);
+  HL_ASSERT_STATUS(hl_queue_copy(q, NULL, NULL, b, 0, b, 1, 1 * KIB),
+                   OUT_OF_RANGE);
+  HL_ASSERT_STATUS(hl_queue_dealloca(NULL, NULL, NULL, b), INVALID_ARGUMENT);
+  HL_ASSERT_STATUS(hl_queue_dealloca(q, NULL, NULL, NULL), INVALID_ARGUMENT);
+
+  // A buffer of another device is rejected.
+  hl_device_t* d2 = mem_device_create(NULL);
+  hl_queue_t* q2 = mem_queue_create(d2);
+  HL_ASSERT_STATUS(hl_queue_dealloca(q2, NULL, NULL, b), INVALID_ARGUMENT);
+  HL_ASSERT_STATUS(hl_queue_fill(q2, NULL, NULL, b, 0, 4, 0), INVALID_ARGUMENT);
+  hl_queue_release(q2);
+  hl_device_release(d2);
+
+  // None of the rejected calls scheduled anything: the dealloca still works.
+  HL_ASSERT_OK(hl_queue_dealloca(q, NULL, NULL, b));
+  hl_buffer_release(b);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  assert_int_equal(mem_stats(d).bytes_in_use, 0);
+  hl_queue_release(q);
+  hl_device_release(d);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_alloca_handle_then_usable),
+      cmocka_unit_test(test_alloca_parked_commits_after_signal),
+      cmocka_unit_test(test_full_cycle_one_queue),
+      cmocka_unit_test(test_full_cycle_two_queues),
+      cmocka_unit_test(test_chain_flat_memory),
+      cmocka_unit_test(test_bad_input),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
