@@ -1,0 +1,193 @@
+// Reporting: the table on stdout and the JSON file.
+
+#include <errno.h>
+#include <string.h>
+
+#include "bench/stress/stress.h"
+
+static const char* alloc_name(stress_alloc_mode_t mode) {
+  return mode == STRESS_ALLOC_SYNC ? "sync" : "async";
+}
+
+// Formats |bytes| as "12.3M" into |buf|.
+static const char* human_bytes(uint64_t bytes, char* buf, size_t capacity) {
+  static const char* const kUnits[] = {"B", "K", "M", "G", "T"};
+  double v = (double)bytes;
+  int unit = 0;
+  while (v >= 1024 && unit < 4) {
+    v /= 1024;
+    ++unit;
+  }
+  snprintf(buf, capacity, unit ? "%.1f%s" : "%.0f%s", v, kUnits[unit]);
+  return buf;
+}
+
+// The async row of |r|'s workload, or NULL.
+static const stress_result_t* async_row(const stress_result_t* results,
+                                        size_t count,
+                                        const stress_result_t* r) {
+  for (size_t i = 0; i < count; ++i) {
+    if (results[i].workload == r->workload &&
+        !strcmp(results[i].policy, "async") && !results[i].error[0]) {
+      return &results[i];
+    }
+  }
+  return NULL;
+}
+
+void stress_report_table(FILE* out, const stress_result_t* results,
+                         size_t count) {
+  if (count == 0) return;
+  fprintf(out,
+          "backend %s, oracle %s, assume_no_alias: per-invocation value "
+          "unless the source column says otherwise\n\n",
+          hl_backend_kind_name(results[0].backend), stress_oracle_kind());
+  fprintf(out,
+          "%-11s %-17s %-5s %-12s %-11s %7s %7s %9s %8s %9s %8s %8s %6s %6s "
+          "%5s %6s %5s %4s %8s %8s  %s\n",
+          "workload", "policy", "alloc", "no_alias", "fallback", "ops", "secs",
+          "ops/s", "p50_us", "p99_us", "used", "reserved", "async", "sync",
+          "alias", "fb_rel", "vfail", "uaf", "thr/asyn", "res/asyn", "notes");
+  for (size_t i = 0; i < count; ++i) {
+    const stress_result_t* r = &results[i];
+    char used[16], reserved[16], nalias[24], notes[128];
+    snprintf(nalias, sizeof(nalias), "%d(%s)", r->assume_no_alias ? 1 : 0,
+             !strcmp(r->assume_no_alias_source, "environment") ? "env"
+             : !strcmp(r->assume_no_alias_source, "api")       ? "api"
+                                                               : "inv");
+    notes[0] = '\0';
+    if (r->workload == STRESS_WORKLOAD_MULTISTREAM) {
+      snprintf(notes, sizeof(notes), "%u queues take %.2fx the time of 1",
+               r->queues, r->queue_scaling);
+    } else if (r->workload == STRESS_WORKLOAD_REPLAY) {
+      char live[16];
+      snprintf(notes, sizeof(notes), "log peak live %s; reserved/live %.2f",
+               human_bytes(r->log_peak_live_bytes, live, sizeof(live)),
+               r->log_peak_live_bytes ? (double)r->peak_reserved_bytes /
+                                            (double)r->log_peak_live_bytes
+                                      : 0.0);
+    }
+    if (r->error[0]) {
+      snprintf(notes, sizeof(notes), "FAILED (see stderr)");
+    }
+    const stress_result_t* base = async_row(results, count, r);
+    char thr[16] = "-", res[16] = "-";
+    if (base && base->ops_per_s > 0) {
+      snprintf(thr, sizeof(thr), "%.2fx", r->ops_per_s / base->ops_per_s);
+    }
+    if (base && base->peak_reserved_bytes > 0) {
+      snprintf(
+          res, sizeof(res), "%.2fx",
+          (double)r->peak_reserved_bytes / (double)base->peak_reserved_bytes);
+    }
+    fprintf(out,
+            "%-11s %-17s %-5s %-12s %-11s %7llu %7.2f %9.0f %8.1f %9.1f %8s "
+            "%8s %6llu %6llu %5llu %6llu %5llu %4llu %8s %8s  %s\n",
+            stress_workload_name(r->workload), r->policy, alloc_name(r->alloc),
+            nalias, hl_fallback_mode_name(r->fallback),
+            (unsigned long long)r->ops, r->seconds, r->ops_per_s, r->p50_us,
+            r->p99_us, human_bytes(r->peak_used_bytes, used, sizeof(used)),
+            human_bytes(r->peak_reserved_bytes, reserved, sizeof(reserved)),
+            (unsigned long long)r->async_imports,
+            (unsigned long long)r->sync_imports,
+            (unsigned long long)r->alias_detected,
+            (unsigned long long)r->fallback_releases,
+            (unsigned long long)r->verify_failures,
+            (unsigned long long)r->use_after_free, thr, res, notes);
+  }
+  fprintf(out,
+          "\nthr/asyn: ops/s against the workload's async run (higher is "
+          "better); res/asyn: peak reserved bytes against it.\n");
+}
+
+static void json_string(FILE* f, const char* s) {
+  fputc('"', f);
+  for (; *s; ++s) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      fprintf(f, "\\%c", c);
+    } else if (c < 0x20) {
+      fprintf(f, "\\u%04x", c);
+    } else {
+      fputc(c, f);
+    }
+  }
+  fputc('"', f);
+}
+
+static void json_result(FILE* f, const stress_result_t* r) {
+  fprintf(f, "  {\"workload\": ");
+  json_string(f, stress_workload_name(r->workload));
+  fprintf(f, ", \"policy\": ");
+  json_string(f, r->policy);
+  fprintf(f, ", \"backend\": ");
+  json_string(f, hl_backend_kind_name(r->backend));
+  fprintf(f, ", \"alloc\": \"%s\", \"assume_no_alias\": %d",
+          alloc_name(r->alloc), r->assume_no_alias ? 1 : 0);
+  fprintf(f, ", \"assume_no_alias_source\": ");
+  json_string(f, r->assume_no_alias_source);
+  fprintf(f, ", \"fallback\": ");
+  json_string(f, hl_fallback_mode_name(r->fallback));
+  fprintf(f, ", \"checked\": %s, \"queues\": %u, \"oracle\": \"%s\",\n",
+          r->checked ? "true" : "false", r->queues, stress_oracle_kind());
+  fprintf(f,
+          "   \"ops\": %llu, \"seconds\": %.6f, \"ops_per_s\": %.3f, "
+          "\"p50_us\": %.3f, \"p99_us\": %.3f,\n",
+          (unsigned long long)r->ops, r->seconds, r->ops_per_s, r->p50_us,
+          r->p99_us);
+  fprintf(f,
+          "   \"peak_used_bytes\": %llu, \"peak_reserved_bytes\": %llu, "
+          "\"async_imports\": %llu, \"sync_imports\": %llu, "
+          "\"alias_detected\": %llu, \"fallback_releases\": %llu,\n",
+          (unsigned long long)r->peak_used_bytes,
+          (unsigned long long)r->peak_reserved_bytes,
+          (unsigned long long)r->async_imports,
+          (unsigned long long)r->sync_imports,
+          (unsigned long long)r->alias_detected,
+          (unsigned long long)r->fallback_releases);
+  fprintf(f,
+          "   \"verified\": %llu, \"verify_failures\": %llu, "
+          "\"use_after_free\": %llu",
+          (unsigned long long)r->verified,
+          (unsigned long long)r->verify_failures,
+          (unsigned long long)r->use_after_free);
+  if (r->workload == STRESS_WORKLOAD_MULTISTREAM) {
+    fprintf(f, ",\n   \"single_queue_seconds\": %.6f, \"queue_scaling\": %.4f",
+            r->single_queue_seconds, r->queue_scaling);
+  }
+  if (r->workload == STRESS_WORKLOAD_REPLAY) {
+    fprintf(f,
+            ",\n   \"log_events\": %llu, \"peak_live_bytes\": %llu, "
+            "\"peak_live_count\": %llu, \"reserved_over_live\": %.4f",
+            (unsigned long long)r->log_events,
+            (unsigned long long)r->log_peak_live_bytes,
+            (unsigned long long)r->log_peak_live_count,
+            r->log_peak_live_bytes ? (double)r->peak_reserved_bytes /
+                                         (double)r->log_peak_live_bytes
+                                   : 0.0);
+  }
+  fprintf(f, ",\n   \"error\": ");
+  json_string(f, r->error);
+  fprintf(f, "}");
+}
+
+hl_status_t stress_report_json(const char* path, const stress_result_t* results,
+                               size_t count) {
+  FILE* f = fopen(path, "w");
+  if (!f) {
+    return HL_MAKE_STATUS(HL_STATUS_PERMISSION_DENIED,
+                          "cannot write the JSON file '%s': %s", path,
+                          strerror(errno));
+  }
+  if (count != 1) fprintf(f, "[\n");
+  for (size_t i = 0; i < count; ++i) {
+    json_result(f, &results[i]);
+    fprintf(f, "%s\n", i + 1 < count ? "," : "");
+  }
+  if (count != 1) fprintf(f, "]\n");
+  if (fclose(f) != 0) {
+    return HL_MAKE_STATUS(HL_STATUS_DATA_LOSS, "writing '%s': %s", path,
+                          strerror(errno));
+  }
+  return hl_ok_status();
+}
