@@ -1,0 +1,14 @@
+# The invocation layer (runtime/invocation/) on the host backend in checked
+# mode: import of results (async/sync, safety net, the assume_no_alias
+# hazard), settings precedence (environment cases in child processes),
+# chaining across queues, bad input, and concurrent invocations.
+foreach(part import settings chain errors)
+  hl_add_test(invocation_${part}_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/invocation_${part}_test.c
+    LABELS invocation
+    TIMEOUT 120)
+endforeach()
+hl_add_test(invocation_concurrency_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/invocation_concurrency_test.c
+  LABELS invocation concurrency
+  TIMEOUT 120)
