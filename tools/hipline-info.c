@@ -14,6 +14,8 @@
 
 #include "hipline/allocator.h"
 #include "hipline/device.h"
+#include "hipline/dispatch.h"
+#include "hipline/executable.h"
 #include "hipline/export.h"
 #include "hipline/status.h"
 
@@ -174,15 +176,233 @@ static void hl_info_print_reuse_flags(uint32_t flags) {
   }
 }
 
-// Kernel targets and executables: the kernels work (include/hipline/
-// executable.h) fills this in. It will print the kernel targets built into
-// the library once, and for |device| the executable group (the code object
-// the device's target resolves to and its kernels). |device| is NULL for the
-// process-wide part. Prints nothing until then.
+// Kernel targets and executables (include/hipline/executable.h).
+//
+// Groups are computed over every device of every available backend with
+// hl_executable_group_targets (devices with equal target ids share a group),
+// and each group's target is matched once against the library's registry
+// (the embedded GPU code objects, then "host"), as the runtime does when it
+// loads kernels. Per device (|device| not NULL) this prints its group and
+// the code object its target resolves to; once for the process (|device|
+// NULL) the registry, the kernels and the groups with their devices.
+
+#define HL_INFO_MAX_DEVICES 64
+
+// Every listed device's target, grouped and matched.
+typedef struct hl_info_fleet_t {
+  size_t count;
+  hl_device_properties_t props[HL_INFO_MAX_DEVICES];
+  size_t group_of[HL_INFO_MAX_DEVICES];
+  size_t group_count;
+  // Per group: the registry index of its code object, or an error text.
+  size_t object_of_group[HL_INFO_MAX_DEVICES];
+  char group_error[HL_INFO_MAX_DEVICES][512];
+  char error[512];  // Grouping failed (an invalid target id).
+} hl_info_fleet_t;
+
+static void hl_info_collect_fleet(hl_info_fleet_t* fleet) {
+  memset(fleet, 0, sizeof(*fleet));
+  for (size_t b = 0; b < sizeof(kBackends) / sizeof(kBackends[0]); ++b) {
+    hl_backend_info_t info;
+    hl_status_t status = hl_backend_query(kBackends[b], &info);
+    if (!hl_status_is_ok(status) || !info.available) {
+      hl_status_free(status);
+      continue;
+    }
+    for (int i = 0; i < info.device_count && fleet->count < HL_INFO_MAX_DEVICES;
+         ++i) {
+      status = hl_backend_device_properties(kBackends[b], i,
+                                            &fleet->props[fleet->count]);
+      if (hl_status_is_ok(status)) {
+        ++fleet->count;
+      } else {
+        hl_status_free(status);  // Reported with the device already.
+      }
+    }
+  }
+  const char* targets[HL_INFO_MAX_DEVICES];
+  for (size_t i = 0; i < fleet->count; ++i) targets[i] = fleet->props[i].target;
+  hl_status_t status = hl_executable_group_targets(
+      targets, fleet->count, fleet->group_of, &fleet->group_count);
+  if (!hl_status_is_ok(status)) {
+    hl_info_status_text(status, fleet->error, sizeof(fleet->error));
+    hl_status_free(status);
+    fleet->group_count = 0;
+    return;
+  }
+  const char* registry[HL_INFO_MAX_DEVICES + 1];
+  size_t registry_count = hl_executable_registry_target_count();
+  if (registry_count > sizeof(registry) / sizeof(registry[0])) {
+    registry_count = sizeof(registry) / sizeof(registry[0]);
+  }
+  for (size_t i = 0; i < registry_count; ++i) {
+    registry[i] = hl_executable_registry_target(i);
+  }
+  for (size_t g = 0; g < fleet->group_count; ++g) {
+    size_t first = 0;
+    while (fleet->group_of[first] != g) ++first;
+    status = hl_executable_match_target(
+        targets[first], registry, registry_count, &fleet->object_of_group[g]);
+    if (!hl_status_is_ok(status)) {
+      hl_info_status_text(status, fleet->group_error[g],
+                          sizeof(fleet->group_error[g]));
+      hl_status_free(status);
+    }
+  }
+}
+
+// The group of the first listed device whose target equals |target|, or
+// SIZE_MAX when none does.
+static size_t hl_info_group_of_target(const hl_info_fleet_t* fleet,
+                                      const char* target) {
+  for (size_t i = 0; i < fleet->count && fleet->group_count; ++i) {
+    if (hl_target_id_equal(fleet->props[i].target, target)) {
+      return fleet->group_of[i];
+    }
+  }
+  return SIZE_MAX;
+}
+
+static void hl_info_print_device_executable(hl_info_writer_t* w,
+                                            const hl_info_fleet_t* fleet,
+                                            hl_device_t* device) {
+  hl_device_properties_t props;
+  char error[512] = "";
+  size_t group = SIZE_MAX;
+  hl_status_t status = hl_device_properties(device, &props);
+  if (!hl_status_is_ok(status)) {
+    hl_info_status_text(status, error, sizeof(error));
+    hl_status_free(status);
+  } else if (fleet->error[0]) {
+    snprintf(error, sizeof(error), "%s", fleet->error);
+  } else {
+    group = hl_info_group_of_target(fleet, props.target);
+    if (group == SIZE_MAX) {
+      snprintf(error, sizeof(error),
+               "target '%s' is not among the listed "
+               "devices' targets",
+               props.target);
+    } else if (fleet->group_error[group][0]) {
+      snprintf(error, sizeof(error), "%s", fleet->group_error[group]);
+    }
+  }
+  const char* object =
+      group == SIZE_MAX || error[0]
+          ? NULL
+          : hl_executable_registry_target(fleet->object_of_group[group]);
+  if (w->json) {
+    hl_json_open(w, "executable", '{');
+    if (group != SIZE_MAX) hl_json_uint(w, "group", group);
+    if (object) {
+      hl_json_str(w, "code_object", object);
+    } else {
+      hl_json_str(w, "executable_error", error);
+    }
+    hl_json_close(w, '}');
+  } else if (object) {
+    printf("      kernels:  group %zu, code object %s\n", group, object);
+  } else if (group != SIZE_MAX) {
+    printf("      kernels:  group %zu, no code object: %s\n", group, error);
+  } else {
+    printf("      kernels:  %s\n", error);
+  }
+}
+
 static void hl_info_print_executables(hl_info_writer_t* w,
                                       hl_device_t* device) {
-  (void)w;
-  (void)device;
+  // Large: keep it off the stack.
+  static hl_info_fleet_t fleet;
+  static bool collected = false;
+  if (!collected) {
+    hl_info_collect_fleet(&fleet);
+    collected = true;
+  }
+  if (device) {
+    hl_info_print_device_executable(w, &fleet, device);
+    return;
+  }
+
+  size_t gpu_count = hl_executable_gpu_target_count();
+  size_t kernel_count = hl_dispatch_kernel_count();
+  if (w->json) {
+    hl_json_open(w, "executables", '{');
+    hl_json_open(w, "gpu_targets", '[');
+    for (size_t i = 0; i < gpu_count; ++i) {
+      hl_json_str(w, NULL, hl_executable_gpu_target(i));
+    }
+    hl_json_close(w, ']');
+    hl_json_open(w, "registry_targets", '[');
+    for (size_t i = 0; i < hl_executable_registry_target_count(); ++i) {
+      hl_json_str(w, NULL, hl_executable_registry_target(i));
+    }
+    hl_json_close(w, ']');
+    hl_json_open(w, "kernels", '[');
+    for (size_t i = 0; i < kernel_count; ++i) {
+      hl_json_str(w, NULL, hl_dispatch_kernel_name(i));
+    }
+    hl_json_close(w, ']');
+    if (fleet.error[0]) hl_json_str(w, "groups_error", fleet.error);
+    hl_json_open(w, "groups", '[');
+    for (size_t g = 0; g < fleet.group_count; ++g) {
+      hl_json_open(w, NULL, '{');
+      hl_json_uint(w, "id", g);
+      size_t first = 0;
+      while (fleet.group_of[first] != g) ++first;
+      hl_json_str(w, "target", fleet.props[first].target);
+      if (fleet.group_error[g][0]) {
+        hl_json_str(w, "code_object_error", fleet.group_error[g]);
+      } else {
+        hl_json_str(w, "code_object",
+                    hl_executable_registry_target(fleet.object_of_group[g]));
+      }
+      hl_json_open(w, "devices", '[');
+      for (size_t i = 0; i < fleet.count; ++i) {
+        if (fleet.group_of[i] != g) continue;
+        hl_json_open(w, NULL, '{');
+        hl_json_str(w, "backend", hl_backend_kind_name(fleet.props[i].backend));
+        hl_json_int(w, "ordinal", fleet.props[i].ordinal);
+        hl_json_close(w, '}');
+      }
+      hl_json_close(w, ']');
+      hl_json_close(w, '}');
+    }
+    hl_json_close(w, ']');
+    hl_json_close(w, '}');
+    return;
+  }
+
+  printf("executables:\n  GPU code objects: ");
+  if (gpu_count == 0) fputs("none (built without hipcc)", stdout);
+  for (size_t i = 0; i < gpu_count; ++i) {
+    printf("%s%s", i ? ", " : "", hl_executable_gpu_target(i));
+  }
+  printf("\n  host code object: %s\n  kernels:          ", HL_TARGET_ID_HOST);
+  for (size_t i = 0; i < kernel_count; ++i) {
+    printf("%s%s", i ? ", " : "", hl_dispatch_kernel_name(i));
+  }
+  putchar('\n');
+  if (fleet.error[0]) {
+    printf("  groups: cannot group the device targets: %s\n", fleet.error);
+    return;
+  }
+  for (size_t g = 0; g < fleet.group_count; ++g) {
+    size_t first = 0;
+    while (fleet.group_of[first] != g) ++first;
+    printf("  group %zu: target %s -> ", g, fleet.props[first].target);
+    if (fleet.group_error[g][0]) {
+      printf("no code object (%s)", fleet.group_error[g]);
+    } else {
+      printf("code object %s",
+             hl_executable_registry_target(fleet.object_of_group[g]));
+    }
+    fputs("; devices", stdout);
+    for (size_t i = 0; i < fleet.count; ++i) {
+      if (fleet.group_of[i] != g) continue;
+      printf(" %s:%d", hl_backend_kind_name(fleet.props[i].backend),
+             fleet.props[i].ordinal);
+    }
+    putchar('\n');
+  }
 }
 
 // Creates device |ordinal| of |kind| and reports its pool attributes, its

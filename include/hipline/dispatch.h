@@ -45,10 +45,27 @@ typedef struct hl_dispatch_config_t {
 } hl_dispatch_config_t;
 
 // Launches kernel |kernel_name| with |arg_count| arguments in the kernel's
-// parameter order. Unknown kernels are NOT_FOUND; arguments that do not
-// match the kernel's parameter list (count, or scalar sizes) are
-// INVALID_ARGUMENT naming the parameter; a device without a code object for
-// its target gets NOT_FOUND naming the target and the targets built.
+// parameter order. |config| may be NULL (one block of one thread). Buffers
+// are retained until the work completes; the caller keeps its references.
+// - Unknown kernels are NOT_FOUND naming the kernels there are.
+// - INVALID_ARGUMENT, naming the parameter index and name: a wrong argument
+//   count; a pointer parameter without a BUFFER argument or a scalar one
+//   without a SCALAR argument of the parameter's size; a NULL buffer (only
+//   spin's out_blocks_done may be NULL); a declared |access| that lacks what
+//   the kernel does through the parameter (fill_pattern's buf and copy's dst
+//   need WRITE, verify_pattern's out_mismatches, spin's out_blocks_done and
+//   axpy's y need READ_WRITE); a buffer on another device than |queue|; an
+//   offset in the allocation that is not a multiple of the element size (4
+//   for uint32_t and float data); a written range that overlaps another
+//   touched range of the same allocation.
+// - OUT_OF_RANGE: [offset, offset+length) is not within the buffer, or the
+//   bytes the kernel touches (from its size parameters: words*4, bytes, n*4,
+//   4 for a counter) exceed |length|.
+// - A device without a code object for its target gets NOT_FOUND naming the
+//   target and the targets built.
+// When the work runs (on the host backend; at issue on others), a bound
+// buffer whose memory has been freed fails the submission (its signals) with FAILED_PRECONDITION "use after free" instead
+// of touching the memory; in checked mode the queue fails too.
 HL_API hl_status_t hl_queue_dispatch(hl_queue_t* queue,
                                      const hl_fence_t* wait_fence,
                                      const hl_fence_t* signal_fence,
@@ -61,10 +78,16 @@ HL_API hl_status_t hl_queue_dispatch(hl_queue_t* queue,
 // |seed| (same function on host and device).
 HL_API uint32_t hl_pattern_value(uint32_t seed, uint64_t index);
 
+// The kernels hl_queue_dispatch accepts, in kernel-table order: their number,
+// and the name of kernel |index| (static storage; NULL when |index| is out of
+// range). Thread-safe; never touch a device.
+HL_API size_t hl_dispatch_kernel_count(void);
+HL_API const char* hl_dispatch_kernel_name(size_t index);
+
 // Conveniences over hl_queue_dispatch.
 
 // Writes the pattern of |seed| over the whole of |buffer| (length a multiple
-// of 4): word i = hl_pattern_word(seed, i).
+// of 4): word i = hl_pattern_value(seed, i).
 HL_API hl_status_t hl_queue_fill_pattern(hl_queue_t* queue,
                                          const hl_fence_t* wait_fence,
                                          const hl_fence_t* signal_fence,
@@ -88,9 +111,19 @@ HL_API hl_status_t hl_queue_spin(hl_queue_t* queue,
 // hl_function_lookup). Idempotent. The functions:
 // - "hipline.fill_pattern": 1 argument (write), 0 results; the seed is the
 //   argument's root id truncated to 32 bits.
-// - "hipline.copy": 2 arguments (read source, write target), 0 results.
-// - "hipline.clone": 1 argument (read), 1 result: a fresh alloca'd copy.
-// - "hipline.axpy2": 2 arguments (read x, read-write y), 0 results: y += 2x.
+// - "hipline.copy": 2 arguments (read source, write target), 0 results; the
+//   whole source is copied to the start of target (a shorter target is
+//   OUT_OF_RANGE).
+// - "hipline.clone": 1 argument (read), 1 result: a fresh copy of the same
+//   length, allocated with hl_queue_alloca on the invocation's queue.
+// - "hipline.axpy2": 2 arguments (read x, read-write y), 0 results: y += 2x
+//   over the floats of y (x at least as long).
+// Each callback follows the coarse-fences convention: its first submission
+// waits on the wait fence and only its last signals the signal fence; a
+// function with two submissions (clone) chains them with a private
+// semaphore, so a failed first step fails the second with its status. A
+// name already registered is left as it is (not an error), so this can be
+// called by every user of the functions.
 HL_API hl_status_t hl_kernels_register_functions(void);
 
 #ifdef __cplusplus

@@ -26,8 +26,8 @@
 // for its target gets NOT_FOUND naming the target and the built targets;
 // the failure is not cached for the device, so a later call tries again
 // (the group's selection, a pure function of the target, is cached).
-hl_status_t hl_executable_device_module(hl_device_t* device,
-                                        const hl_executable_module_t** out_module);
+hl_status_t hl_executable_device_module(
+    hl_device_t* device, const hl_executable_module_t** out_module);
 
 // Unloads |device|'s module, if one was loaded, and forgets the device.
 // Called by hl_device_destroy once no queue of |device| is left and before
@@ -36,11 +36,11 @@ void hl_executable_device_destroy(hl_device_t* device);
 
 // Diagnostics, for tests and tools.
 typedef struct hl_executable_cache_stats_t {
-  uint64_t module_loads;     // Successful module loads, process lifetime.
-  uint64_t module_unloads;   // By hl_executable_device_destroy.
-  uint64_t selections;       // Target matches computed (one per group).
-  uint32_t devices;          // Devices with a cache entry now.
-  uint32_t groups;           // Distinct canonical targets seen.
+  uint64_t module_loads;    // Successful module loads, process lifetime.
+  uint64_t module_unloads;  // By hl_executable_device_destroy.
+  uint64_t selections;      // Target matches computed (one per group).
+  uint32_t devices;         // Devices with a cache entry now.
+  uint32_t groups;          // Distinct canonical targets seen.
 } hl_executable_cache_stats_t;
 void hl_executable_cache_stats(hl_executable_cache_stats_t* out_stats);
 

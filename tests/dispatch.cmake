@@ -1,0 +1,18 @@
+# Kernel dispatch (runtime/executable/dispatch.c) and the kernel-backed
+# functions. One source, two uses:
+# - dispatch_test, on the host backend: every kernel against the host oracle,
+#   argument validation, use-after-free in checked mode, the invocation
+#   functions, and the per-device module cache;
+# - dispatch_gpu_test (requires-gpu): fill/verify/copy/axpy on the hip
+#   backend; exits 77 (skipped) without a HIP device.
+set(hl_dispatch_test_source ${CMAKE_CURRENT_SOURCE_DIR}/dispatch_test.c)
+hl_add_test(dispatch_test
+  SOURCES ${hl_dispatch_test_source}
+  LABELS dispatch kernels
+  TIMEOUT 120)
+hl_add_test(dispatch_gpu_test
+  SOURCES ${hl_dispatch_test_source}
+  LABELS dispatch kernels
+  TIMEOUT 120
+  GPU)
+target_compile_definitions(dispatch_gpu_test PRIVATE HL_DISPATCH_TEST_GPU=1)
