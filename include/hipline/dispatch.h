@@ -64,8 +64,9 @@ typedef struct hl_dispatch_config_t {
 // - A device without a code object for its target gets NOT_FOUND naming the
 //   target and the targets built.
 // When the work runs (on the host backend; at issue on others), a bound
-// buffer whose memory has been freed fails the submission (its signals) with FAILED_PRECONDITION "use after free" instead
-// of touching the memory; in checked mode the queue fails too.
+// buffer whose memory has been freed fails the submission (its signals) with
+// FAILED_PRECONDITION "use after free" instead of touching the memory; in
+// checked mode the queue fails too.
 HL_API hl_status_t hl_queue_dispatch(hl_queue_t* queue,
                                      const hl_fence_t* wait_fence,
                                      const hl_fence_t* signal_fence,
