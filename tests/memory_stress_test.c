@@ -74,9 +74,13 @@ static int worker_main(void* arg) {
     hl_buffer_t* a = NULL;
     SUBMIT(w, "alloca a", hl_queue_alloca(qa, NULL, sig, size, 0, &a));
     hl_fence_release(sig);
+    // Timeline values are only ordered if their signals are: alloca b waits
+    // for alloca a, so that reaching v + 2 implies a exists as well.
+    hl_fence_t* after_a = fence1(s, v + 1);
     sig = fence1(s, v + 2);
     hl_buffer_t* b = NULL;
-    SUBMIT(w, "alloca b", hl_queue_alloca(qb, NULL, sig, size, 0, &b));
+    SUBMIT(w, "alloca b", hl_queue_alloca(qb, after_a, sig, size, 0, &b));
+    hl_fence_release(after_a);
     hl_fence_release(sig);
     if (!a || !b) {
       hl_buffer_release(a);

@@ -8,8 +8,11 @@
 // - handles passed in were made by the same backend object and not destroyed;
 // - every entry is thread-safe unless stated otherwise;
 // - no entry may be called from inside a host function running on a stream
-//   (HIP forbids API calls from stream callbacks; the host backend mirrors
-//   that rule so code that works here works there), except where noted;
+//   (HIP forbids API calls from stream callbacks), except where noted, and
+//   except on backends with |host_visible_memory|: there malloc_async,
+//   free_async, pool_trim and pool_stats may be called from a host function
+//   running on |stream| itself, and then take effect at that point of the
+//   stream (the memory layer allocates and frees in execution order);
 // - failures are statuses that name the call that failed; a vendor error
 //   carries the vendor's error name ("hipErrorOutOfMemory").
 #ifndef HIPLINE_RUNTIME_BACKEND_BACKEND_H_

@@ -546,6 +546,7 @@ static hl_status_t hl_invocation_import(hl_invocation_t* inv, bool no_alias) {
 
     // Every view of the root also depends on the invocation's signal.
     mtx_lock(&root->mutex);
+    if (hl_fence_count(root->use_fence) >= 8) hl_fence_prune_reached(root->use_fence);
     hl_status_t st = hl_fence_insert(root->use_fence, inv->signal, 1);
     mtx_unlock(&root->mutex);
     HL_RETURN_IF_ERROR(st, "recording the result's use");
@@ -666,6 +667,7 @@ hl_status_t hl_invocation_invoke(hl_invocation_t* inv) {
   for (uint32_t i = 0; i < inv->argument_count && !st; ++i) {
     hl_root_t* root = inv->arguments[i]->root;
     mtx_lock(&root->mutex);
+    if (hl_fence_count(root->use_fence) >= 8) hl_fence_prune_reached(root->use_fence);
     st = hl_fence_insert(root->use_fence, inv->signal, 1);
     if (!st && (f->access[i] & HL_ACCESS_WRITE)) {
       hl_fence_clear(root->mutation_barrier);

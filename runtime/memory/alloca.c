@@ -15,6 +15,9 @@ typedef struct hl_alloca_op_t {
   hl_op_t base;
   hl_root_t* root;  // Op reference until the submission completes.
   uint32_t queue_id;
+  hl_device_t* device;
+  hl_backend_stream_t* stream;
+  hl_gated_t gate;
 } hl_alloca_op_t;
 
 static void hl_alloca_on_submit(hl_op_t* base, hl_queue_t* queue,
@@ -24,25 +27,26 @@ static void hl_alloca_on_submit(hl_op_t* base, hl_queue_t* queue,
   hl_root_record_use(op->root, queue, value, true);
 }
 
-static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
-  hl_alloca_op_t* op = (hl_alloca_op_t*)base;
+// Allocates from the pool on |op->stream|; out of memory trims the pool and
+// retries once.
+static hl_status_t hl_alloca_allocate(void* user) {
+  hl_alloca_op_t* op = (hl_alloca_op_t*)user;
   hl_root_t* root = op->root;
-  hl_backend_t* backend = ctx->backend;
-  HL_TRACE_ZONE_BEGIN(zone, "hl_queue_alloca.issue");
+  hl_backend_t* backend = op->device->backend;
+  HL_TRACE_ZONE_BEGIN(zone, "hl_queue_alloca.allocate");
   void* ptr = NULL;
   hl_status_t st = backend->vtable->malloc_async(backend, (size_t)root->size,
-                                                 ctx->stream, &ptr);
+                                                 op->stream, &ptr);
   if (st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) {
-    // Out of memory: return cached blocks to the system and retry once.
     hl_status_free(st);
     hl_status_ignore(backend->vtable->pool_trim(backend, 0));
-    st = backend->vtable->malloc_async(backend, (size_t)root->size, ctx->stream,
+    st = backend->vtable->malloc_async(backend, (size_t)root->size, op->stream,
                                        &ptr);
     if (st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) {
       hl_backend_pool_stats_t pool;
       memset(&pool, 0, sizeof(pool));
       hl_status_ignore(backend->vtable->pool_stats(backend, &pool));
-      hl_memory_note(ctx->device, op->queue_id, HL_MEMORY_EVENT_OOM, 0);
+      hl_memory_note(op->device, op->queue_id, HL_MEMORY_EVENT_OOM, 0);
       st = hl_status_annotate(
           st,
           "queue_alloca of %llu bytes on queue %u: out of memory after trim "
@@ -59,10 +63,24 @@ static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   }
   atomic_store(&root->ptr, ptr);
   atomic_store(&root->state, HL_ROOT_LIVE);
-  hl_memory_note(ctx->device, op->queue_id, HL_MEMORY_EVENT_ALLOCA, root->size);
+  hl_memory_note(op->device, op->queue_id, HL_MEMORY_EVENT_ALLOCA, root->size);
   HL_TRACE_INSTANT("alloca", root->size);
   HL_TRACE_ZONE_END(zone);
   return NULL;
+}
+
+static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
+  hl_alloca_op_t* op = (hl_alloca_op_t*)base;
+  op->device = ctx->device;
+  op->stream = ctx->stream;
+  // On the host backend the pool is used when the stream gets here, like
+  // the frees: the pool then sees allocations and frees in execution order,
+  // so a block freed on this stream is reused at once no matter how far the
+  // host has run ahead. HIP's pool gives the same guarantee at enqueue time.
+  if (ctx->backend->host_visible_memory) {
+    return hl_issue_enqueue_gated(ctx, &op->gate, hl_alloca_allocate, op);
+  }
+  return hl_alloca_allocate(op);
 }
 
 static void hl_alloca_release(hl_op_t* base, hl_status_t status) {
@@ -71,8 +89,8 @@ static void hl_alloca_release(hl_op_t* base, hl_status_t status) {
   free(op);
 }
 
-static const hl_op_vtable_t hl_alloca_vtable = {hl_alloca_issue, hl_alloca_release,
-                                                hl_alloca_on_submit};
+static const hl_op_vtable_t hl_alloca_vtable = {
+    hl_alloca_issue, hl_alloca_release, hl_alloca_on_submit, NULL};
 
 hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
                             const hl_fence_t* signal_fence, uint64_t size,
@@ -130,31 +148,52 @@ hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
 typedef struct hl_dealloca_op_t {
   hl_op_t base;
   hl_root_t* root;  // Op reference.
-  bool frees;           // ASYNC pool root: free on the stream.
+  bool frees;       // ASYNC pool root: free on the stream.
   atomic_bool freed;
+  atomic_bool settled;  // The cancel check ran (at most once).
   uint32_t queue_id;
   uint64_t value;
   hl_backend_stream_t* stream;
   hl_gated_t gate;
+  char who[96];
 } hl_dealloca_op_t;
 
 static void hl_dealloca_on_submit(hl_op_t* base, hl_queue_t* queue,
                                   uint64_t value) {
-  ((hl_dealloca_op_t*)base)->value = value;
+  hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
+  op->value = value;
+  snprintf(op->who, sizeof(op->who), "queue_dealloca on queue %u (submission %llu)",
+           op->queue_id, (unsigned long long)value);
 }
 
-static hl_status_t hl_dealloca_free(void* user) {
+// Decides, once, whether the dealloca was cancelled: if it did not free, the
+// buffer stays valid and may be deallocated again. Runs before the
+// submission's signals are published, so a caller that sees the failed
+// signal can retry at once.
+static void hl_dealloca_settle(hl_dealloca_op_t* op) {
+  if (atomic_exchange(&op->settled, true)) return;
+  if (!op->frees || atomic_load(&op->freed)) return;
+  atomic_store(&op->root->dealloca_scheduled, false);
+  hl_memory_note(op->root->device, op->queue_id,
+                 HL_MEMORY_EVENT_DEALLOCA_CANCELLED, 0);
+}
+
+static void hl_dealloca_settle_fn(void* user) {
+  hl_dealloca_settle((hl_dealloca_op_t*)user);
+}
+
+static void hl_dealloca_freed(hl_dealloca_op_t* op) {
+  atomic_store(&op->freed, true);
+  hl_memory_note(op->root->device, op->queue_id, HL_MEMORY_EVENT_DEALLOCA, 0);
+}
+
+// Gated path: mark and free at the moment the stream gets here.
+static hl_status_t hl_dealloca_free_gated(void* user) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)user;
-  char who[96];
-  snprintf(who, sizeof(who), "queue_dealloca on queue %u (submission %llu)",
-           op->queue_id, (unsigned long long)op->value);
   hl_root_t* root = op->root;
   if (atomic_load(&root->state) != HL_ROOT_LIVE) return NULL;  // Alloca failed.
-  hl_status_t st = hl_root_free_memory(root, op->stream, who);
-  if (!st) {
-    atomic_store(&op->freed, true);
-    hl_memory_note(root->device, op->queue_id, HL_MEMORY_EVENT_DEALLOCA, 0);
-  }
+  hl_status_t st = hl_root_free_memory(root, op->stream, op->who);
+  if (!st) hl_dealloca_freed(op);
   return st;
 }
 
@@ -162,35 +201,46 @@ static hl_status_t hl_dealloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
   if (!op->frees) return NULL;  // A barrier: the waits were the point.
   op->stream = ctx->stream;
-  HL_TRACE_INSTANT("dealloca", op->root->size);
-  // On the host backend the free runs in stream order behind a gate unless
-  // the waits are already settled, so a wait that fails later cancels it and
-  // checked mode sees the exact moment the memory died. Elsewhere the free
-  // is enqueued now (hipFreeAsync cannot be made conditional).
-  if (ctx->backend->host_visible_memory &&
-      (!ctx->waits_settled || ctx->device->checked)) {
-    return hl_issue_enqueue_gated(ctx, &op->gate, hl_dealloca_free, op);
+  hl_root_t* root = op->root;
+  hl_backend_t* backend = ctx->backend;
+  HL_TRACE_INSTANT("dealloca", root->size);
+  hl_status_t st = NULL;
+  if (backend->host_visible_memory) {
+    // The free runs when the stream gets here, behind the gate: a wait that
+    // fails cancels it, and the root dies exactly then (checked mode). The
+    // cancellation is decided before the signals are published.
+    st = hl_issue_enqueue_gated(ctx, &op->gate, hl_dealloca_free_gated, op);
+    if (!st) {
+      st = backend->vtable->launch_host_func(backend, ctx->stream,
+                                             hl_dealloca_settle_fn, op);
+    }
+  } else if (atomic_load(&root->state) == HL_ROOT_LIVE) {
+    // hipFreeAsync cannot be made conditional: only failures known by now
+    // cancel (see hl_dealloca_cancel).
+    if (!hl_root_mark_freed(root, op->who)) {
+      st = HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
+                          "root %llu is no longer live", (unsigned long long)root->id);
+    }
+    if (!st) st = hl_root_return_memory(root, ctx->stream);
+    if (!st) hl_dealloca_freed(op);
   }
-  return hl_dealloca_free(op);
+  if (st) hl_dealloca_settle(op);
+  return st;
+}
+
+static void hl_dealloca_cancel(hl_op_t* base) {
+  hl_dealloca_settle((hl_dealloca_op_t*)base);
 }
 
 static void hl_dealloca_release(hl_op_t* base, hl_status_t status) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
-  hl_root_t* root = op->root;
-  hl_device_t* device = root->device;
-  if (op->frees && !atomic_load(&op->freed) &&
-      atomic_load(&root->state) == HL_ROOT_LIVE) {
-    // Cancelled (a wait failed): the buffer stays valid and may be
-    // deallocated again.
-    atomic_store(&root->dealloca_scheduled, false);
-    hl_memory_note(device, op->queue_id, HL_MEMORY_EVENT_DEALLOCA_CANCELLED, 0);
-  }
   hl_root_release_for_op(op->root);
   free(op);
 }
 
 static const hl_op_vtable_t hl_dealloca_vtable = {
-    hl_dealloca_issue, hl_dealloca_release, hl_dealloca_on_submit};
+    hl_dealloca_issue, hl_dealloca_release, hl_dealloca_on_submit,
+    hl_dealloca_cancel};
 
 hl_status_t hl_queue_dealloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
                               const hl_fence_t* signal_fence,
@@ -245,8 +295,13 @@ hl_status_t hl_root_dealloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
   op->frees = root->memory == HL_ROOT_MEMORY_POOL &&
               atomic_load(&root->origin) == HL_BUFFER_ORIGIN_ASYNC;
   atomic_init(&op->freed, false);
+  atomic_init(&op->settled, false);
   op->queue_id = hl_queue_id(queue);
   st = hl_queue_submit(queue, waits, signal_fence, &op->base, NULL);
   hl_fence_release(waits);
+  if (st) {
+    // Not submitted (the queue has failed): nothing was scheduled.
+    atomic_store(&root->dealloca_scheduled, false);
+  }
   return st;
 }

@@ -290,6 +290,7 @@ void hl_root_record_use(hl_root_t* root, hl_queue_t* queue, uint64_t value,
                         bool write) {
   hl_semaphore_t* timeline = hl_queue_timeline(queue);
   mtx_lock(&root->mutex);
+  if (hl_fence_count(root->use_fence) >= 8) hl_fence_prune_reached(root->use_fence);
   hl_status_t st = hl_fence_insert(root->use_fence, timeline, value);
   if (!st && write) {
     hl_fence_clear(root->mutation_barrier);
@@ -326,17 +327,17 @@ hl_status_t hl_root_check_live(hl_root_t* root, const char* what) {
                         state == HL_ROOT_FAILED ? "failed" : "has not run");
 }
 
-hl_status_t hl_root_free_memory(hl_root_t* root, hl_backend_stream_t* stream,
-                                const char* who) {
-  int expected = HL_ROOT_LIVE;
+bool hl_root_mark_freed(hl_root_t* root, const char* who) {
   mtx_lock(&root->mutex);
-  snprintf(root->freed_by, sizeof(root->freed_by), "%s", who);
+  int expected = HL_ROOT_LIVE;
+  bool marked = atomic_compare_exchange_strong(&root->state, &expected,
+                                               HL_ROOT_FREED);
+  if (marked) snprintf(root->freed_by, sizeof(root->freed_by), "%s", who);
   mtx_unlock(&root->mutex);
-  if (!atomic_compare_exchange_strong(&root->state, &expected, HL_ROOT_FREED)) {
-    return HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
-                          "root %llu freed twice (second: %s)",
-                          (unsigned long long)root->id, who);
-  }
+  return marked;
+}
+
+hl_status_t hl_root_return_memory(hl_root_t* root, hl_backend_stream_t* stream) {
   void* ptr = atomic_load(&root->ptr);
   if (root->memory == HL_ROOT_MEMORY_EXTERNAL) {
     if (root->release_fn) root->release_fn(root->release_user, ptr);
@@ -346,6 +347,16 @@ hl_status_t hl_root_free_memory(hl_root_t* root, hl_backend_stream_t* stream,
                  HL_MEMORY_EVENT_FREE_BYTES, root->size);
   hl_backend_t* backend = root->device->backend;
   return backend->vtable->free_async(backend, ptr, stream);
+}
+
+hl_status_t hl_root_free_memory(hl_root_t* root, hl_backend_stream_t* stream,
+                                const char* who) {
+  if (!hl_root_mark_freed(root, who)) {
+    return HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
+                          "root %llu freed twice (second: %s)",
+                          (unsigned long long)root->id, who);
+  }
+  return hl_root_return_memory(root, stream);
 }
 
 //===----------------------------------------------------------------------===//

@@ -85,10 +85,15 @@ hl_status_t hl_buffer_create_view(hl_root_t* root, uint64_t offset,
 void hl_root_record_use(hl_root_t* root, hl_queue_t* queue, uint64_t value,
                         bool write);
 
-// Frees the root's memory now in stream order on |stream| and marks it
-// freed by |who|. Must not run on a stream callback (except host backend).
+// Marks the root freed by |who| (later uses are use-after-free) and then
+// returns its memory in stream order on |stream|. Must not run on a stream
+// callback (except on the host backend).
 hl_status_t hl_root_free_memory(hl_root_t* root, hl_backend_stream_t* stream,
                                 const char* who);
+// The two halves of hl_root_free_memory: mark (false if it was not live) and
+// return the memory to the pool or the external owner.
+bool hl_root_mark_freed(hl_root_t* root, const char* who);
+hl_status_t hl_root_return_memory(hl_root_t* root, hl_backend_stream_t* stream);
 
 // Returns the use-after-free status for an operation described by |what| on
 // |root|, or NULL when the root is live.

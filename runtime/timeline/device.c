@@ -9,6 +9,7 @@
 #include "runtime/base/faults.h"
 #include "runtime/base/log.h"
 #include "runtime/base/trace.h"
+#include "runtime/executable/executable_cache.h"
 #include "runtime/timeline/timeline_internal.h"
 
 extern char** environ;
@@ -405,6 +406,7 @@ static void hl_device_destroy(hl_device_t* device) {
   }
   free(device->free_events);
   free(device->queues);
+  hl_executable_device_destroy(device);  // Unload before the backend goes.
   device->backend->vtable->destroy(device->backend);
   hl_allocator_free(device->host_allocator, device);
 }
@@ -490,6 +492,16 @@ hl_status_t hl_device_snapshot_queues(hl_device_t* device,
   return NULL;
 }
 
+void hl_device_apply_release_threshold(hl_device_t* device) {
+  hl_pool_attributes_t attrs;
+  hl_backend_t* backend = device->backend;
+  hl_status_t st = backend->vtable->pool_get_attributes(backend, &attrs);
+  if (!st && attrs.release_threshold != UINT64_MAX) {
+    st = backend->vtable->pool_trim(backend, attrs.release_threshold);
+  }
+  hl_status_ignore(st);  // Trimming is an optimisation; memory stays valid.
+}
+
 hl_status_t hl_device_wait_idle(hl_device_t* device, int64_t deadline) {
   if (!device) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
@@ -509,5 +521,6 @@ hl_status_t hl_device_wait_idle(hl_device_t* device, int64_t deadline) {
   if (!st && !thrd_equal(thrd_current(), device->work_thread)) {
     hl_device_flush_work(device);
   }
+  if (!st) hl_device_apply_release_threshold(device);
   return st;
 }

@@ -87,6 +87,20 @@ hl_status_t hl_fence_join(hl_fence_t* fence, const hl_fence_t* source) {
   return NULL;
 }
 
+void hl_fence_prune_reached(hl_fence_t* fence) {
+  size_t kept = 0;
+  for (size_t i = 0; i < fence->count; ++i) {
+    hl_fence_entry_t e = fence->entries[i];
+    if (!hl_semaphore_failure(e.semaphore) &&
+        hl_semaphore_value(e.semaphore) >= e.value) {
+      hl_semaphore_release(e.semaphore);
+      continue;
+    }
+    fence->entries[kept++] = e;
+  }
+  fence->count = kept;
+}
+
 size_t hl_fence_count(const hl_fence_t* fence) { return fence ? fence->count : 0; }
 
 void hl_fence_entry(const hl_fence_t* fence, size_t index,

@@ -213,8 +213,14 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
         ++queue->stats.waits_elided;
         continue;
       }
+      if (s == queue->timeline) {
+        // Queue order covers it, and a queue's own timeline only fails when
+        // the whole queue does.
+        ++queue->stats.waits_elided;
+        continue;
+      }
       ctx.waits_settled = false;
-      if (s == queue->timeline || hl_frontier_get(queue, s->id) >= v) {
+      if (hl_frontier_get(queue, s->id) >= v) {
         ++queue->stats.waits_elided;
         continue;
       }
@@ -244,11 +250,15 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
     st = hl_issue_enqueue_gated(&ctx, &sub->gate, hl_submission_gate_check, sub);
     if (st) hl_submission_fail(sub, st, true);
   }
-  for (hl_op_t* op = sub->ops; op && !atomic_load(&sub->failure); op = op->next) {
+  hl_op_t* op = sub->ops;
+  for (; op && !atomic_load(&sub->failure); op = op->next) {
     st = op->vtable->issue(op, &ctx);
     if (st) {
       hl_submission_fail(sub, st, false);
     }
+  }
+  for (; op; op = op->next) {
+    if (op->vtable->on_cancel) op->vtable->on_cancel(op);
   }
   st = backend->vtable->launch_host_func(backend, queue->stream,
                                          hl_submission_complete, sub);
@@ -599,8 +609,8 @@ static void hl_host_call_release(hl_op_t* base, hl_status_t status) {
   free(base);
 }
 
-static const hl_op_vtable_t hl_host_call_vtable = {hl_host_call_issue,
-                                                   hl_host_call_release, NULL};
+static const hl_op_vtable_t hl_host_call_vtable = {
+    hl_host_call_issue, hl_host_call_release, NULL, NULL};
 
 hl_status_t hl_queue_host_call(hl_queue_t* queue, const hl_fence_t* wait_fence,
                                const hl_fence_t* signal_fence,
@@ -626,7 +636,20 @@ hl_status_t hl_queue_wait_idle(hl_queue_t* queue, hl_time_t deadline) {
                           "hl_queue_wait_idle: queue is NULL");
   }
   uint64_t value = hl_queue_submitted_value(queue);
-  return hl_semaphore_wait(queue->timeline, value, deadline);
+  HL_RETURN_IF_ERROR_PLAIN(hl_semaphore_wait(queue->timeline, value, deadline));
+  // The timeline is published from inside the stream; let the stream finish
+  // its tail (the timepoint's event record) so "idle" means idle, and stream
+  // ordered frees on it count as complete.
+  hl_backend_t* backend = queue->device->backend;
+  HL_RETURN_IF_ERROR(backend->vtable->stream_synchronize(backend, queue->stream),
+                     "synchronizing queue %u", queue->id);
+  // Completed submissions drop their references on the completion thread;
+  // let that happen so a caller's release right after is really the last.
+  if (!thrd_equal(thrd_current(), queue->device->work_thread)) {
+    hl_device_flush_work(queue->device);
+  }
+  hl_device_apply_release_threshold(queue->device);
+  return NULL;
 }
 
 hl_status_t hl_queue_status(hl_queue_t* queue) {

@@ -90,6 +90,10 @@ hl_status_t hl_device_acquire_event(hl_device_t* device,
                                     hl_backend_event_t** out_event);
 void hl_device_recycle_event(hl_device_t* device, hl_backend_event_t* event);
 
+// A synchronization point: returns pool memory above the release threshold
+// (as HIP does at stream and device synchronization).
+void hl_device_apply_release_threshold(hl_device_t* device);
+
 // Snapshot of the device's queues, each retained; caller releases them.
 hl_status_t hl_device_snapshot_queues(hl_device_t* device,
                                       hl_queue_t*** out_queues,
@@ -181,6 +185,11 @@ struct hl_fence_t {
   hl_fence_entry_t inline_entries[4];
 };
 
+// Drops pairs already reached (and not failed). For fences that only order
+// work, such as a root's use fence, which would otherwise grow with every
+// queue or invocation that touched the root.
+void hl_fence_prune_reached(hl_fence_t* fence);
+
 // Calls |fn(user, status)| on |device|'s completion thread once every pair of
 // |fence| (copied now) is reached, or with the first failure. Never blocks.
 typedef void (*hl_fence_callback_t)(void* user, hl_status_t status);
@@ -217,6 +226,10 @@ typedef struct hl_op_vtable_t {
   // submission has its |value| on |queue|'s timeline and before anything is
   // issued, so uses can be recorded before any other thread can look.
   void (*on_submit)(hl_op_t* op, hl_queue_t* queue, uint64_t value);
+  // Optional: called with the scheduler lock held when the submission failed
+  // before this op was issued (so |issue| will never run), before the
+  // submission's signals are failed.
+  void (*on_cancel)(hl_op_t* op);
 } hl_op_vtable_t;
 struct hl_op_t {
   const hl_op_vtable_t* vtable;

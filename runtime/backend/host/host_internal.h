@@ -78,6 +78,9 @@ hl_status_t hl_host_stream_enqueue_wait(hl_backend_stream_t* stream,
 // Current submitted sequence (the sequence the next record would capture).
 uint64_t hl_host_stream_submitted(hl_backend_stream_t* stream);
 uint64_t hl_host_stream_completed(hl_backend_stream_t* stream);
+// True when called from |stream|'s own worker thread (inside a host
+// function running on it).
+bool hl_host_stream_is_current(hl_backend_stream_t* stream);
 // Blocks until |stream| completes |seq|.
 void hl_host_stream_wait_seq(hl_backend_stream_t* stream, uint64_t seq);
 

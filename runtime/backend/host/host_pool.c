@@ -176,9 +176,18 @@ static bool hl_host_block_usable(const hl_host_pool_t* pool,
                                  hl_backend_stream_t* stream,
                                  bool* out_needs_wait) {
   *out_needs_wait = false;
-  if (!b->free_stream || b->free_stream == stream) return true;
+  if (!b->free_stream) return true;
+  if (b->free_stream == stream) {
+    // Enqueued after the free, a new use runs after it. Called from the
+    // stream's own work, the free must already have run: it may have been
+    // queued behind the item running now.
+    return !hl_host_stream_is_current(stream) || hl_host_block_free_done(b);
+  }
   uint32_t flags = pool->attrs.reuse_flags;
+  // Dependencies are recorded when a wait is enqueued; work already running
+  // on |stream| may precede that wait, so they only count at enqueue time.
   if ((flags & HL_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES) &&
+      !hl_host_stream_is_current(stream) &&
       b->free_stream->id < stream->deps_capacity &&
       stream->deps[b->free_stream->id] >= b->free_seq) {
     return true;
@@ -290,7 +299,10 @@ hl_status_t hl_host_pool_malloc(hl_host_backend_t* device, size_t size,
           (unsigned long long)s.reserved_bytes, (unsigned long long)limit);
     }
     found = calloc(1, sizeof(*found));
-    void* ptr = found ? aligned_alloc(HL_HOST_POOL_ALIGNMENT, capacity) : NULL;
+    // C11 wants the size to be a multiple of the alignment.
+    size_t bytes = (capacity + HL_HOST_POOL_ALIGNMENT - 1) &
+                   ~(size_t)(HL_HOST_POOL_ALIGNMENT - 1);
+    void* ptr = found ? aligned_alloc(HL_HOST_POOL_ALIGNMENT, bytes) : NULL;
     if (!ptr) {
       free(found);
       ++pool->stats.fail_count;
@@ -329,6 +341,13 @@ hl_status_t hl_host_pool_malloc(hl_host_backend_t* device, size_t size,
   *out_ptr = found->ptr;
   mtx_unlock(&pool->mutex);
 
+  if (wait_stream && hl_host_stream_is_current(stream)) {
+    // Allocating from the stream's own work: the dependency is met by
+    // waiting here, which is what the stream would do at this point.
+    hl_host_stream_wait_seq(wait_stream, wait_seq);
+    hl_host_stream_release(wait_stream);
+    wait_stream = NULL;
+  }
   if (wait_stream) {
     hl_status_t st = hl_host_stream_enqueue_wait(stream, wait_stream, wait_seq);
     hl_host_stream_release(wait_stream);
@@ -358,7 +377,13 @@ hl_status_t hl_host_pool_free(hl_host_backend_t* device, void* ptr,
                           ptr, device->ordinal);
   }
   uint64_t seq = 0;
-  if (pool->poison) {
+  if (hl_host_stream_is_current(stream)) {
+    // Called from the stream's own work (the memory layer frees in stream
+    // order): the free happens now, and anything queued behind the running
+    // item must not see the old bytes.
+    if (pool->poison) memset(b->ptr, 0xDB, b->capacity);
+    seq = hl_host_stream_completed(stream) + 1;
+  } else if (pool->poison) {
     hl_host_item_t* item = NULL;
     hl_status_t st = hl_host_item_alloc(device, HL_HOST_ITEM_POISON, &item);
     if (!st) {

@@ -229,3 +229,7 @@ void hl_host_stream_wait_seq(hl_backend_stream_t* stream, uint64_t seq) {
   --stream->done_waiters;
   mtx_unlock(&stream->mutex);
 }
+
+bool hl_host_stream_is_current(hl_backend_stream_t* stream) {
+  return thrd_equal(thrd_current(), stream->thread) != 0;
+}
