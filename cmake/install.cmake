@@ -121,3 +121,8 @@ foreach(tool hipline-info hipline-stress)
     install(TARGETS ${tool} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   endif()
 endforeach()
+
+# The Python helpers that hipline-stress and users call (stdlib only).
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/hipline-trace-convert
+                 ${PROJECT_SOURCE_DIR}/tools/hipline-plot
+        DESTINATION ${CMAKE_INSTALL_BINDIR})
