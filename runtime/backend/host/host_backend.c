@@ -19,20 +19,40 @@ static hl_host_backend_t* hl_host_cast(hl_backend_t* backend) {
   return (hl_host_backend_t*)backend;
 }
 
+#define HL_HOST_ITEM_CACHE 1024
+
 hl_status_t hl_host_item_alloc(hl_host_backend_t* device,
                                hl_host_item_kind_t kind,
                                hl_host_item_t** out_item) {
-  hl_host_item_t* item = NULL;
-  HL_RETURN_IF_ERROR(hl_allocator_calloc(device->base.host_allocator,
-                                         sizeof(*item), (void**)&item),
-                     "allocating a host stream item");
+  mtx_lock(&device->item_mutex);
+  hl_host_item_t* item = device->free_items;
+  if (item) {
+    device->free_items = item->next;
+    --device->free_item_count;
+  }
+  mtx_unlock(&device->item_mutex);
+  if (item) {
+    memset(item, 0, offsetof(hl_host_item_t, kernel.storage));
+  } else {
+    HL_RETURN_IF_ERROR(hl_allocator_calloc(device->base.host_allocator,
+                                           sizeof(*item), (void**)&item),
+                       "allocating a host stream item");
+  }
   item->kind = kind;
   *out_item = item;
   return NULL;
 }
 
 void hl_host_item_free(hl_host_backend_t* device, hl_host_item_t* item) {
-  hl_allocator_free(device->base.host_allocator, item);
+  mtx_lock(&device->item_mutex);
+  if (device->free_item_count < HL_HOST_ITEM_CACHE) {
+    item->next = device->free_items;
+    device->free_items = item;
+    ++device->free_item_count;
+    item = NULL;
+  }
+  mtx_unlock(&device->item_mutex);
+  if (item) hl_allocator_free(device->base.host_allocator, item);
 }
 
 static hl_status_t hl_host_device_count(int* out_count) {
@@ -93,6 +113,12 @@ hl_status_t hl_host_backend_device_properties(int ordinal,
 static void hl_host_destroy(hl_backend_t* backend) {
   hl_host_backend_t* device = hl_host_cast(backend);
   hl_host_pool_deinitialize(device);
+  while (device->free_items) {
+    hl_host_item_t* item = device->free_items;
+    device->free_items = item->next;
+    hl_allocator_free(device->base.host_allocator, item);
+  }
+  mtx_destroy(&device->item_mutex);
   hl_allocator_free(device->base.host_allocator, device);
 }
 
@@ -492,8 +518,13 @@ hl_status_t hl_host_backend_create(int ordinal, hl_allocator_t allocator,
   device->ordinal = ordinal;
   device->memory_bytes = props.memory_bytes;
   atomic_init(&device->next_stream_id, 0);
+  if (mtx_init(&device->item_mutex, mtx_plain) != thrd_success) {
+    hl_allocator_free(allocator, device);
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED, "creating a mutex");
+  }
   hl_status_t st = hl_host_pool_initialize(device);
   if (st) {
+    mtx_destroy(&device->item_mutex);
     hl_allocator_free(allocator, device);
     return st;
   }

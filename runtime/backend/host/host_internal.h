@@ -58,6 +58,11 @@ typedef struct hl_host_backend_t {
   atomic_int_least64_t live_events;
   atomic_int_least64_t live_modules;
   hl_host_pool_t pool;
+  // Recycled stream items: submitters allocate them and workers free them,
+  // which glibc's per-thread caches handle poorly.
+  mtx_t item_mutex;
+  hl_host_item_t* free_items;
+  uint32_t free_item_count;
 } hl_host_backend_t;
 
 // Streams (host_stream.c).
