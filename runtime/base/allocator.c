@@ -1,5 +1,6 @@
 #include "hipline/allocator.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,12 @@ hl_status_t hl_allocator_calloc(hl_allocator_t allocator, size_t size,
   *out_ptr = NULL;
   if (size == 0) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "host allocation of 0 bytes");
+  }
+  if (size > (size_t)PTRDIFF_MAX) {
+    // No object can be this large; don't ask (sanitizers abort on it).
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "host allocation of %zu bytes exceeds PTRDIFF_MAX",
+                          size);
   }
   if (!allocator.alloc) allocator = hl_allocator_system();
   void* p = allocator.alloc(allocator.self, size);

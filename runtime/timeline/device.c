@@ -421,6 +421,13 @@ static int hl_device_destroy_main(void* arg) {
 
 void hl_device_release(hl_device_t* device) {
   if (!device) return;
+  // Deferred work (fallback frees, notifications) holds references too; let
+  // what is already queued finish first, so that a caller releasing its last
+  // handle really destroys the device here rather than on the completion
+  // thread after the caller has moved on (or exited).
+  if (!thrd_equal(thrd_current(), device->work_thread)) {
+    hl_device_flush_work(device);
+  }
   if (atomic_fetch_sub_explicit(&device->ref_count, 1, memory_order_acq_rel) != 1) {
     return;
   }
