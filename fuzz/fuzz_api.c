@@ -57,6 +57,7 @@ typedef struct slot_t {
   hl_semaphore_t* sem;
   uint64_t value;
   bool known;  // |pattern| describes the content.
+  bool dead;   // Its root has a dealloca: the program must not touch it.
   uint32_t pattern;
 } slot_t;
 
@@ -67,6 +68,8 @@ typedef struct program_t {
   uint64_t values[QUEUES];
   slot_t slots[SLOTS];
   hl_buffer_t* global;
+  uint32_t global_pattern;  // What the global holds (fills may change it).
+  bool global_known;
   bool assume_no_alias;
   hl_function_t* fns[4];
 } program_t;
@@ -167,6 +170,7 @@ static void slot_drop(program_t* p, slot_t* s, bool dealloca, int q) {
     for (int i = 0; i < SLOTS; ++i) {
       if (p->slots[i].buffer && hl_buffer_root_id(p->slots[i].buffer) == root) {
         p->slots[i].known = false;
+        p->slots[i].dead = true;
       }
     }
   }
@@ -175,7 +179,7 @@ static void slot_drop(program_t* p, slot_t* s, bool dealloca, int q) {
 }
 
 static bool slot_usable(program_t* p, slot_t* s) {
-  return s->buffer && !hl_buffer_is_freed(s->buffer);
+  return s->buffer && !s->dead && !hl_buffer_is_freed(s->buffer);
 }
 
 static void op_alloca(program_t* p, int q, slot_t* s, uint8_t b) {
@@ -204,6 +208,10 @@ static void op_fill(program_t* p, int q, slot_t* s, uint32_t pattern) {
   hl_fence_release(f);
   // Every slot viewing the same root now holds the pattern.
   uint64_t root = hl_buffer_root_id(s->buffer);
+  if (root == hl_buffer_root_id(p->global)) {
+    p->global_known = s->words == MAX_WORDS;
+    p->global_pattern = pattern;
+  }
   for (int i = 0; i < SLOTS; ++i) {
     slot_t* o = &p->slots[i];
     if (o->buffer && hl_buffer_root_id(o->buffer) == root) {
@@ -220,6 +228,9 @@ static void op_verify(program_t* p, int q, slot_t* s) {
   uint32_t host[MAX_WORDS];
   memset(host, 0, sizeof(host));
   hl_fence_t* w = wait_for(p, s);
+  // A read waits for the root's last write, whoever made it (a slot holding
+  // the global did not see fills through other slots).
+  CHECK_OK(hl_buffer_mutation_barrier(s->buffer, w));
   uint64_t v;
   hl_fence_t* f = next_signal(p, q, &v);
   CHECK_OK(
@@ -270,8 +281,8 @@ static void op_invoke(program_t* p, int q, slot_t* arg, slot_t* out,
   switch (kind) {
     case FN_GLOBAL:
       copy.words = MAX_WORDS;
-      copy.known = true;
-      copy.pattern = 0x61061061u;
+      copy.known = p->global_known;
+      copy.pattern = p->global_pattern;
       break;
     case FN_HIDDEN:
       copy = *hidden;
@@ -363,6 +374,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CHECK_OK(hl_semaphore_wait(p.sems[0], v, DEADLINE()));
     hl_fence_release(f);
     CHECK_OK(hl_buffer_register_global(p.global));
+    p.global_pattern = 0x61061061u;
+    p.global_known = true;
   }
 
   size_t ops = (size - 1) / 3;
