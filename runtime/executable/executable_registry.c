@@ -18,6 +18,11 @@ const char* hl_executable_gpu_target(size_t index) {
 
 hl_status_t hl_executable_gpu_code_object(size_t index, const void** out_data,
                                           size_t* out_size) {
+  if (!out_data || !out_size) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_executable_gpu_code_object: NULL out_data or "
+                          "out_size");
+  }
   if (index >= hl_embedded_code_object_count) {
     return HL_MAKE_STATUS(HL_STATUS_OUT_OF_RANGE,
                           "GPU code object %zu requested; the library embeds "
@@ -88,6 +93,11 @@ static hl_status_t hl_executable_match_parsed(const hl_target_id_t* device,
 hl_status_t hl_executable_match_target(const char* device_target,
                                        const char* const* built_targets,
                                        size_t built_count, size_t* out_index) {
+  if (!out_index || (built_count && !built_targets)) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_executable_match_target: NULL out_index or "
+                          "built_targets");
+  }
   hl_target_id_t device;
   HL_RETURN_IF_ERROR(hl_target_id_parse(device_target, &device),
                      "matching a device to a code object");
@@ -136,6 +146,11 @@ static void hl_union_find_join(size_t* parent, size_t a, size_t b) {
 hl_status_t hl_executable_group_targets(const char* const* device_targets,
                                         size_t count, size_t* out_group_of,
                                         size_t* out_group_count) {
+  if (!out_group_count || (count && (!device_targets || !out_group_of))) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_executable_group_targets: NULL targets or "
+                          "outputs");
+  }
   // |out_group_of| doubles as the union-find parent array, so grouping
   // needs no allocation.
   for (size_t i = 0; i < count; ++i) out_group_of[i] = i;
@@ -173,6 +188,12 @@ hl_status_t hl_executable_select(const char* const* device_targets,
                                  size_t built_count, size_t* out_group_of,
                                  size_t* out_object_of_group,
                                  size_t* out_group_count) {
+  if (!out_group_count || (device_count && (!device_targets || !out_group_of ||
+                                            !out_object_of_group)) ||
+      (built_count && !built_targets)) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_executable_select: NULL targets or outputs");
+  }
   size_t group_count = 0;
   HL_RETURN_IF_ERROR(hl_executable_group_targets(device_targets, device_count,
                                                  out_group_of, &group_count),

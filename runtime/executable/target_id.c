@@ -110,6 +110,14 @@ bool hl_target_id_compatible(const hl_target_id_t* object,
 
 hl_status_t hl_target_id_canonicalize(const char* target, char* out,
                                       size_t capacity) {
+  if (!out) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_target_id_canonicalize: out is NULL");
+  }
+  if (capacity == 0) {
+    return HL_MAKE_STATUS(HL_STATUS_OUT_OF_RANGE,
+                          "hl_target_id_canonicalize: capacity is 0");
+  }
   hl_target_id_t id;
   HL_RETURN_IF_ERROR_PLAIN(hl_target_id_parse(target, &id));
   size_t used = 0;

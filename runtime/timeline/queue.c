@@ -534,11 +534,11 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
     HL_TRACE_ZONE_END(zone);
     return st;
   }
-  hl_copy_fence(wait_fence, entries);
-  hl_copy_fence(signal_fence, entries + waits);
+  if (entries) hl_copy_fence(wait_fence, entries);
+  if (entries) hl_copy_fence(signal_fence, entries + waits);
   sub->waits = entries;
   sub->wait_count = waits;
-  sub->signals = entries + waits;
+  sub->signals = entries ? entries + waits : NULL;
   sub->signal_count = signals;
   sub->ops = ops;
   sub->work.fn = hl_submission_destroy;
