@@ -171,6 +171,17 @@ static int scenario_outstanding_handles(void) {
   hl_invocation_release(inv);
   hl_buffer_release(r);
   hl_buffer_release(b);
+  // The last handles are gone; the queue-ordered free of |r| and the
+  // teardown it triggers finish in the background. Exit once they have.
+  hl_time_t deadline = REL_DEADLINE();
+  while (hl_device_live_count() > 0 && hl_time_now() < deadline) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  if (hl_device_live_count() != 0) {
+    fprintf(stderr, "outstanding-handles: device never destroyed\n");
+    return 1;
+  }
   return 0;
 }
 

@@ -139,6 +139,12 @@ HL_API hl_status_t hl_device_pool_attributes(hl_device_t* device,
 HL_API hl_status_t hl_device_trim(hl_device_t* device,
                                   uint64_t min_bytes_to_keep);
 
+// Number of devices created and not yet destroyed in this process. A device
+// outlives its last hl_device_release while queues, buffers or deferred work
+// (a queue-ordered free still in flight) hold it; tools and tests that want
+// a clean exit can wait for this to reach 0.
+HL_API int64_t hl_device_live_count(void);
+
 // Blocks until every queue of |device| has finished all submitted work or
 // |deadline| passes (DEADLINE_EXCEEDED).
 HL_API hl_status_t hl_device_wait_idle(hl_device_t* device, int64_t deadline);

@@ -448,6 +448,15 @@ void hl_memory_fallback_release(hl_root_t* root) {
   }
   if (!st) {
     fb->root = root;
+    bool reached = false;
+    hl_status_t failure = hl_fence_is_reached(fb->fence, &reached);
+    if (!failure && reached) {
+      // Every queue is already past its value: free now, on this thread.
+      hl_memory_frontier_reached(fb, NULL);
+      HL_TRACE_ZONE_END(zone);
+      return;
+    }
+    hl_status_free(failure);
     st = hl_fence_notify(fb->fence, device, hl_memory_frontier_reached, fb);
   }
   if (st) {

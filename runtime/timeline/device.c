@@ -112,7 +112,11 @@ hl_status_t hl_environment_check(void) {
       "HIPLINE_FALLBACK", "HIPLINE_POOL_RELEASE_THRESHOLD",
       "HIPLINE_CHECKED",  "HIPLINE_FAULTS",
       "HIPLINE_TRACE",    "HIPLINE_LOG",
-      "HIPLINE_HOST_DEVICES"};
+      "HIPLINE_HOST_DEVICES",
+      // Read by the scripts and tools, not the library.
+      "HIPLINE_JOBS", "HIPLINE_SKIP_APT", "HIPLINE_JUNIT_DIR",
+      "HIPLINE_FUZZ_SECONDS", "HIPLINE_FUZZ_BUILD_DIR",
+      "HIPLINE_TRACE_CONVERT", "HIPLINE_TEST_BACKEND", "HIPLINE_TSAN"};
   hl_backend_kind_t kind;
   HL_RETURN_IF_ERROR_PLAIN(hl_backend_from_env(&kind));
   int index = 0;
@@ -190,6 +194,9 @@ hl_status_t hl_backend_device_properties(hl_backend_kind_t kind, int ordinal,
 //===----------------------------------------------------------------------===//
 
 static void hl_device_destroy(hl_device_t* device);
+static atomic_int_least64_t hl_live_devices_;
+
+int64_t hl_device_live_count(void) { return atomic_load(&hl_live_devices_); }
 
 static int hl_device_work_main(void* arg) {
   hl_device_t* device = (hl_device_t*)arg;
@@ -378,6 +385,7 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
     return hl_status_annotate(st, "creating %s device %d",
                               hl_backend_kind_name(kind), options->ordinal);
   }
+  atomic_fetch_add(&hl_live_devices_, 1);
   *out_device = device;
   return NULL;
 }
@@ -409,14 +417,59 @@ static void hl_device_destroy(hl_device_t* device) {
   hl_executable_device_destroy(device);  // Unload before the backend goes.
   device->backend->vtable->destroy(device->backend);
   hl_allocator_free(device->host_allocator, device);
+  atomic_fetch_sub(&hl_live_devices_, 1);
 }
 
 // Devices are released from the completion thread too (deferred work holds
 // references). Destroying there would join the thread from itself, so that
-// case hands the destruction to a short-lived thread.
+// case hands the destruction to a short-lived thread. Those threads are
+// joined at process exit, so a process that drops its last handle and exits
+// at once still tears every device down.
 static int hl_device_destroy_main(void* arg) {
   hl_device_destroy((hl_device_t*)arg);
   return 0;
+}
+
+typedef struct hl_destroy_thread_t {
+  struct hl_destroy_thread_t* next;
+  thrd_t thread;
+} hl_destroy_thread_t;
+static mtx_t hl_destroy_mutex_;
+static once_flag hl_destroy_once_ = ONCE_FLAG_INIT;
+static hl_destroy_thread_t* hl_destroy_threads_;
+
+static void hl_destroy_threads_join(void) {
+  mtx_lock(&hl_destroy_mutex_);
+  hl_destroy_thread_t* list = hl_destroy_threads_;
+  hl_destroy_threads_ = NULL;
+  mtx_unlock(&hl_destroy_mutex_);
+  while (list) {
+    hl_destroy_thread_t* next = list->next;
+    thrd_join(list->thread, NULL);
+    free(list);
+    list = next;
+  }
+}
+
+static void hl_destroy_init(void) {
+  mtx_init(&hl_destroy_mutex_, mtx_plain);
+  atexit(hl_destroy_threads_join);
+}
+
+static bool hl_device_destroy_in_thread(hl_device_t* device) {
+  call_once(&hl_destroy_once_, hl_destroy_init);
+  hl_destroy_thread_t* entry = calloc(1, sizeof(*entry));
+  if (!entry) return false;
+  if (thrd_create(&entry->thread, hl_device_destroy_main, device) !=
+      thrd_success) {
+    free(entry);
+    return false;
+  }
+  mtx_lock(&hl_destroy_mutex_);
+  entry->next = hl_destroy_threads_;
+  hl_destroy_threads_ = entry;
+  mtx_unlock(&hl_destroy_mutex_);
+  return true;
 }
 
 void hl_device_release(hl_device_t* device) {
@@ -432,11 +485,7 @@ void hl_device_release(hl_device_t* device) {
     return;
   }
   if (thrd_equal(thrd_current(), device->work_thread)) {
-    thrd_t t;
-    if (thrd_create(&t, hl_device_destroy_main, device) == thrd_success) {
-      thrd_detach(t);
-      return;
-    }
+    if (hl_device_destroy_in_thread(device)) return;
     HL_LOG_ERROR("cannot start a thread to destroy device %d; leaking it",
                  device->props.ordinal);
     return;

@@ -441,13 +441,24 @@ void hl_queue_retain(hl_queue_t* queue) {
 
 void hl_queue_release(hl_queue_t* queue) {
   if (!queue) return;
-  if (atomic_fetch_sub_explicit(&queue->ref_count, 1, memory_order_acq_rel) != 1) {
-    return;
+  // Fast path: not the last reference.
+  int refs = atomic_load_explicit(&queue->ref_count, memory_order_relaxed);
+  while (refs > 1) {
+    if (atomic_compare_exchange_weak_explicit(&queue->ref_count, &refs, refs - 1,
+                                              memory_order_acq_rel,
+                                              memory_order_relaxed)) {
+      return;
+    }
   }
-  // Submissions retain their queue, so nothing is pending or in flight here
-  // except the tail of the stream (the event record after a completion).
+  // The last reference goes under the scheduler lock, together with the
+  // queue's entry in its device, so hl_device_snapshot_queues (which retains
+  // under the same lock) never picks up a dying queue.
   hl_device_t* device = queue->device;
   hl_timeline_lock();
+  if (atomic_fetch_sub_explicit(&queue->ref_count, 1, memory_order_acq_rel) != 1) {
+    hl_timeline_unlock();
+    return;
+  }
   for (uint32_t i = 0; i < device->queue_count; ++i) {
     if (device->queues[i] == queue) {
       device->queues[i] = device->queues[--device->queue_count];
@@ -455,6 +466,8 @@ void hl_queue_release(hl_queue_t* queue) {
     }
   }
   hl_timeline_unlock();
+  // Submissions retain their queue, so nothing is pending or in flight here
+  // except the tail of the stream (the event record after a completion).
   device->backend->vtable->stream_destroy(device->backend, queue->stream);
   hl_semaphore_release(queue->timeline);
   hl_status_free(queue->failure);
