@@ -68,8 +68,8 @@ HL_API hl_status_t hl_queue_dealloca(hl_queue_t* queue,
 typedef void (*hl_buffer_release_fn_t)(void* user, void* device_ptr);
 HL_API hl_status_t hl_buffer_wrap(hl_device_t* device, void* device_ptr,
                                   uint64_t size,
-                                  hl_buffer_release_fn_t release_fn,
-                                  void* user, hl_buffer_t** out_buffer);
+                                  hl_buffer_release_fn_t release_fn, void* user,
+                                  hl_buffer_t** out_buffer);
 
 // A view of |length| bytes at |offset| within |buffer| (caller owns it).
 // Out-of-range views are OUT_OF_RANGE.
@@ -114,14 +114,16 @@ HL_API hl_status_t hl_buffer_mutation_barrier(const hl_buffer_t* buffer,
 
 // Fills |length| bytes at |offset| with the 32-bit |pattern| (offset and
 // length must be multiples of 4).
-HL_API hl_status_t hl_queue_fill(hl_queue_t* queue, const hl_fence_t* wait_fence,
+HL_API hl_status_t hl_queue_fill(hl_queue_t* queue,
+                                 const hl_fence_t* wait_fence,
                                  const hl_fence_t* signal_fence,
                                  hl_buffer_t* buffer, uint64_t offset,
                                  uint64_t length, uint32_t pattern);
 
 // Copies |length| bytes from |source|+|source_offset| to
 // |target|+|target_offset|.
-HL_API hl_status_t hl_queue_copy(hl_queue_t* queue, const hl_fence_t* wait_fence,
+HL_API hl_status_t hl_queue_copy(hl_queue_t* queue,
+                                 const hl_fence_t* wait_fence,
                                  const hl_fence_t* signal_fence,
                                  hl_buffer_t* source, uint64_t source_offset,
                                  hl_buffer_t* target, uint64_t target_offset,
@@ -129,7 +131,8 @@ HL_API hl_status_t hl_queue_copy(hl_queue_t* queue, const hl_fence_t* wait_fence
 
 // Copies device data to host memory |host_target|, which must stay valid
 // until |signal_fence| is reached.
-HL_API hl_status_t hl_queue_read(hl_queue_t* queue, const hl_fence_t* wait_fence,
+HL_API hl_status_t hl_queue_read(hl_queue_t* queue,
+                                 const hl_fence_t* wait_fence,
                                  const hl_fence_t* signal_fence,
                                  hl_buffer_t* source, uint64_t source_offset,
                                  void* host_target, uint64_t length);

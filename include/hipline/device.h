@@ -52,7 +52,7 @@ HL_API hl_status_t hl_backend_resolve(hl_backend_kind_t requested,
 
 // How a root whose last reference drops without a dealloca is freed.
 typedef enum hl_fallback_mode_e {
-  HL_FALLBACK_DEFAULT = 0,  // HIPLINE_FALLBACK, else FRONTIER.
+  HL_FALLBACK_DEFAULT = 0,      // HIPLINE_FALLBACK, else FRONTIER.
   HL_FALLBACK_FRONTIER = 1,     // Free once every queue reaches its value at
                                 // release time; never blocks the caller.
   HL_FALLBACK_DEVICE_SYNC = 2,  // Drain every queue, then free (blocking).

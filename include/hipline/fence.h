@@ -38,8 +38,7 @@ HL_API size_t hl_fence_count(const hl_fence_t* fence);
 
 // Returns pair |index| (borrowed semaphore).
 HL_API void hl_fence_entry(const hl_fence_t* fence, size_t index,
-                           hl_semaphore_t** out_semaphore,
-                           uint64_t* out_value);
+                           hl_semaphore_t** out_semaphore, uint64_t* out_value);
 
 // Sets |*out_reached| when every pair is reached. Returns the failure of a
 // failed semaphore (copied) instead.

@@ -110,9 +110,9 @@ HL_API void hl_invocation_set_assume_no_alias(hl_invocation_t* invocation,
 HL_API bool hl_invocation_assume_no_alias(const hl_invocation_t* invocation);
 
 typedef enum hl_setting_source_e {
-  HL_SETTING_SOURCE_INVOCATION = 0,  // The invocation's own value.
-  HL_SETTING_SOURCE_API = 1,         // hl_set_assume_no_alias.
-  HL_SETTING_SOURCE_ENVIRONMENT = 2, // HIPLINE_ASSUME_NO_ALIAS.
+  HL_SETTING_SOURCE_INVOCATION = 0,   // The invocation's own value.
+  HL_SETTING_SOURCE_API = 1,          // hl_set_assume_no_alias.
+  HL_SETTING_SOURCE_ENVIRONMENT = 2,  // HIPLINE_ASSUME_NO_ALIAS.
 } hl_setting_source_t;
 
 // Returns "invocation", "api" or "environment".

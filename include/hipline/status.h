@@ -25,23 +25,23 @@ extern "C" {
 #endif
 
 // The canonical codes, in one table that yields both the enum and the names.
-#define HL_STATUS_CODE_TABLE(X)  \
-  X(OK, 0)                       \
-  X(CANCELLED, 1)                \
-  X(UNKNOWN, 2)                  \
-  X(INVALID_ARGUMENT, 3)         \
-  X(DEADLINE_EXCEEDED, 4)        \
-  X(NOT_FOUND, 5)                \
-  X(ALREADY_EXISTS, 6)           \
-  X(PERMISSION_DENIED, 7)        \
-  X(RESOURCE_EXHAUSTED, 8)       \
-  X(FAILED_PRECONDITION, 9)      \
-  X(ABORTED, 10)                 \
-  X(OUT_OF_RANGE, 11)            \
-  X(UNIMPLEMENTED, 12)           \
-  X(INTERNAL, 13)                \
-  X(UNAVAILABLE, 14)             \
-  X(DATA_LOSS, 15)               \
+#define HL_STATUS_CODE_TABLE(X) \
+  X(OK, 0)                      \
+  X(CANCELLED, 1)               \
+  X(UNKNOWN, 2)                 \
+  X(INVALID_ARGUMENT, 3)        \
+  X(DEADLINE_EXCEEDED, 4)       \
+  X(NOT_FOUND, 5)               \
+  X(ALREADY_EXISTS, 6)          \
+  X(PERMISSION_DENIED, 7)       \
+  X(RESOURCE_EXHAUSTED, 8)      \
+  X(FAILED_PRECONDITION, 9)     \
+  X(ABORTED, 10)                \
+  X(OUT_OF_RANGE, 11)           \
+  X(UNIMPLEMENTED, 12)          \
+  X(INTERNAL, 13)               \
+  X(UNAVAILABLE, 14)            \
+  X(DATA_LOSS, 15)              \
   X(UNAUTHENTICATED, 16)
 
 typedef enum hl_status_code_e {
@@ -59,9 +59,9 @@ typedef struct hl_status_s* hl_status_t;
 HL_API const char* hl_status_code_name(hl_status_code_t code);
 
 // Creates a status with |code| and a printf-style message, recording |file| and
-// |line|. Use HL_MAKE_STATUS rather than calling this directly. Returns NULL for
-// HL_STATUS_OK. Never fails: when memory is short a static status of the same
-// code is returned instead (its message says so).
+// |line|. Use HL_MAKE_STATUS rather than calling this directly. Returns NULL
+// for HL_STATUS_OK. Never fails: when memory is short a static status of the
+// same code is returned instead (its message says so).
 HL_API hl_status_t hl_status_make(hl_status_code_t code, const char* file,
                                   int line, const char* format, ...)
 #if defined(__GNUC__)
@@ -129,12 +129,12 @@ static inline bool hl_status_is_ok(hl_status_t status) {
 
 // Evaluates |expr|; on failure returns it from the enclosing function with the
 // printf-style context that follows appended.
-#define HL_RETURN_IF_ERROR(expr, ...)                   \
-  do {                                                  \
-    hl_status_t hl_status_tmp_ = (expr);                \
-    if (HL_UNLIKELY(hl_status_tmp_ != NULL)) {          \
+#define HL_RETURN_IF_ERROR(expr, ...)                         \
+  do {                                                        \
+    hl_status_t hl_status_tmp_ = (expr);                      \
+    if (HL_UNLIKELY(hl_status_tmp_ != NULL)) {                \
       return hl_status_annotate(hl_status_tmp_, __VA_ARGS__); \
-    }                                                   \
+    }                                                         \
   } while (0)
 
 // Same, without context.

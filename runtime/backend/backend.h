@@ -44,9 +44,9 @@ typedef struct hl_backend_pool_stats_t {
   uint64_t reserved_high_bytes;  // Peak of reserved_bytes.
   uint64_t alloc_count;
   uint64_t free_count;
-  uint64_t fail_count;     // Allocations that returned out-of-memory.
-  uint64_t reuse_count;    // Allocations served from a freed block.
-  uint64_t trim_count;     // Blocks returned to the system.
+  uint64_t fail_count;   // Allocations that returned out-of-memory.
+  uint64_t reuse_count;  // Allocations served from a freed block.
+  uint64_t trim_count;   // Blocks returned to the system.
 } hl_backend_pool_stats_t;
 
 typedef struct hl_backend_counts_t {
@@ -127,9 +127,8 @@ typedef struct hl_backend_vtable_t {
                                   hl_backend_stream_t* stream, hl_host_fn_t fn,
                                   void* user);
 
-  hl_status_t (*memcpy_async)(hl_backend_t* backend, void* dst,
-                              const void* src, size_t size,
-                              hl_backend_stream_t* stream);
+  hl_status_t (*memcpy_async)(hl_backend_t* backend, void* dst, const void* src,
+                              size_t size, hl_backend_stream_t* stream);
   // Sets |count| 32-bit words at |dst| (4-byte aligned) to |value|.
   hl_status_t (*memset32_async)(hl_backend_t* backend, void* dst,
                                 uint32_t value, size_t count,

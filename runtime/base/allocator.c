@@ -21,10 +21,12 @@ hl_allocator_t hl_allocator_system(void) {
 
 hl_status_t hl_allocator_calloc(hl_allocator_t allocator, size_t size,
                                 void** out_ptr) {
-  if (!out_ptr) return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "out_ptr is NULL");
+  if (!out_ptr)
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "out_ptr is NULL");
   *out_ptr = NULL;
   if (size == 0) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "host allocation of 0 bytes");
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "host allocation of 0 bytes");
   }
   if (size > (size_t)PTRDIFF_MAX) {
     // No object can be this large; don't ask (sanitizers abort on it).

@@ -42,8 +42,8 @@ hl_status_t hl_parse_enum(const char* what, const char* value,
 }
 
 hl_status_t hl_parse_bool(const char* what, const char* value, bool* out) {
-  static const char* const kNames[] = {"1",  "0",     "true", "false",
-                                       "on", "off",   "yes",  "no"};
+  static const char* const kNames[] = {"1",  "0",   "true", "false",
+                                       "on", "off", "yes",  "no"};
   int index = 0;
   HL_RETURN_IF_ERROR_PLAIN(hl_parse_enum(what, value, kNames, 8, &index));
   *out = (index % 2) == 0;
@@ -68,11 +68,12 @@ hl_status_t hl_parse_u64(const char* what, const char* value, uint64_t min,
     v = v * 10 + digit;
   }
   if (!ok || v < min || v > max) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "%s='%.64s' is not valid; accepted values: an integer "
-                          "in [%llu, %llu]",
-                          what, value ? value : "", (unsigned long long)min,
-                          (unsigned long long)max);
+    return HL_MAKE_STATUS(
+        HL_STATUS_INVALID_ARGUMENT,
+        "%s='%.64s' is not valid; accepted values: an integer "
+        "in [%llu, %llu]",
+        what, value ? value : "", (unsigned long long)min,
+        (unsigned long long)max);
   }
   *out = v;
   return NULL;
@@ -82,9 +83,9 @@ hl_status_t hl_parse_size(const char* what, const char* value, uint64_t* out) {
   static const struct {
     const char* suffix;
     unsigned shift;
-  } kSuffixes[] = {{"", 0},     {"b", 0},     {"k", 10},    {"kib", 10},
-                   {"m", 20},   {"mib", 20},  {"g", 30},    {"gib", 30},
-                   {"t", 40},   {"tib", 40}};
+  } kSuffixes[] = {{"", 0},   {"b", 0},    {"k", 10}, {"kib", 10},
+                   {"m", 20}, {"mib", 20}, {"g", 30}, {"gib", 30},
+                   {"t", 40}, {"tib", 40}};
   const char* p = value ? value : "";
   size_t digits = 0;
   while (isdigit((unsigned char)p[digits])) ++digits;
@@ -149,10 +150,9 @@ hl_status_t hl_parse_kv_list(const char* what, const char* text, hl_kv_fn_t fn,
     size_t length = end ? (size_t)(end - p) : strlen(p);
     char item[128];
     if (length == 0 || length >= sizeof(item)) {
-      return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                            "%s='%.64s': %s item at offset %zu", what, text,
-                            length == 0 ? "empty" : "overlong",
-                            (size_t)(p - text));
+      return HL_MAKE_STATUS(
+          HL_STATUS_INVALID_ARGUMENT, "%s='%.64s': %s item at offset %zu", what,
+          text, length == 0 ? "empty" : "overlong", (size_t)(p - text));
     }
     memcpy(item, p, length);
     item[length] = 0;

@@ -28,11 +28,11 @@ void hl_log_write(hl_log_level_t level, const char* file, int line,
 #endif
     ;
 
-#define HL_LOG(level, ...)                                  \
-  do {                                                      \
-    if (HL_UNLIKELY((level) <= hl_log_level())) {           \
+#define HL_LOG(level, ...)                                    \
+  do {                                                        \
+    if (HL_UNLIKELY((level) <= hl_log_level())) {             \
       hl_log_write((level), __FILE__, __LINE__, __VA_ARGS__); \
-    }                                                       \
+    }                                                         \
   } while (0)
 #define HL_LOG_ERROR(...) HL_LOG(HL_LOG_ERROR, __VA_ARGS__)
 #define HL_LOG_WARN(...) HL_LOG(HL_LOG_WARN, __VA_ARGS__)

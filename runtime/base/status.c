@@ -16,9 +16,10 @@ struct hl_status_s {
 // One static status per code, used when the message itself cannot be
 // allocated. They carry a fixed message and are never freed.
 #define HL_STATIC_STATUS_TEXT_ 48
-static _Alignas(max_align_t) unsigned char
-    hl_static_statuses_[HL_STATUS_CODE_COUNT_]
-                       [sizeof(struct hl_status_s) + HL_STATIC_STATUS_TEXT_];
+static _Alignas(
+    max_align_t) unsigned char hl_static_statuses_[HL_STATUS_CODE_COUNT_]
+                                                  [sizeof(struct hl_status_s) +
+                                                   HL_STATIC_STATUS_TEXT_];
 
 const char* hl_status_code_name(hl_status_code_t code) {
   switch (code) {
@@ -76,7 +77,8 @@ hl_status_t hl_status_vmake(hl_status_code_t code, const char* file, int line,
     return hl_status_alloc(code, source, stack_text, (size_t)n);
   }
   char* heap_text = malloc((size_t)n + 1);
-  if (!heap_text) return hl_status_alloc(code, source, stack_text, sizeof(stack_text) - 1);
+  if (!heap_text)
+    return hl_status_alloc(code, source, stack_text, sizeof(stack_text) - 1);
   vsnprintf(heap_text, (size_t)n + 1, format, args);
   hl_status_t s = hl_status_alloc(code, source, heap_text, (size_t)n);
   free(heap_text);
@@ -170,8 +172,9 @@ size_t hl_status_format(hl_status_t status, char* buffer, size_t capacity) {
   if (!status) {
     n = snprintf(buffer, capacity, "OK");
   } else {
-    n = snprintf(buffer, capacity, "%s: %s [%s]", hl_status_code_name(status->code),
-                 hl_status_message(status), status->source);
+    n = snprintf(buffer, capacity, "%s: %s [%s]",
+                 hl_status_code_name(status->code), hl_status_message(status),
+                 status->source);
   }
   return n < 0 ? 0 : (size_t)n;
 }
@@ -181,7 +184,8 @@ void hl_status_fprint(void* file, const char* prefix, hl_status_t status) {
   size_t n = hl_status_format(status, NULL, 0);
   char* text = malloc(n + 1);
   if (!text) {
-    fprintf(f, "%s%s\n", prefix ? prefix : "", hl_status_code_name(hl_status_code(status)));
+    fprintf(f, "%s%s\n", prefix ? prefix : "",
+            hl_status_code_name(hl_status_code(status)));
     return;
   }
   hl_status_format(status, text, n + 1);

@@ -1,6 +1,6 @@
-#include "runtime/base/time_util.h"
-
 #include <time.h>
+
+#include "runtime/base/time_util.h"
 
 hl_time_t hl_time_now(void) {
   struct timespec ts;
@@ -9,7 +9,8 @@ hl_time_t hl_time_now(void) {
 }
 
 hl_time_t hl_deadline_after(hl_duration_t timeout_ns) {
-  if (timeout_ns <= 0) return timeout_ns == 0 ? hl_time_now() : HL_IMMEDIATE_PAST;
+  if (timeout_ns <= 0)
+    return timeout_ns == 0 ? hl_time_now() : HL_IMMEDIATE_PAST;
   hl_time_t now = hl_time_now();
   if (timeout_ns >= HL_INFINITE_FUTURE - now) return HL_INFINITE_FUTURE;
   return now + timeout_ns;

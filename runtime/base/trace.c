@@ -8,7 +8,11 @@
 
 #include "hipline/time.h"
 
-typedef enum { HL_TRACE_ZONE, HL_TRACE_INSTANT_EV, HL_TRACE_COUNTER_EV } hl_trace_kind_t;
+typedef enum {
+  HL_TRACE_ZONE,
+  HL_TRACE_INSTANT_EV,
+  HL_TRACE_COUNTER_EV
+} hl_trace_kind_t;
 
 typedef struct hl_trace_event_t {
   const char* name;
@@ -60,22 +64,27 @@ hl_trace_zone_t hl_trace_zone_begin(const char* name) {
 
 void hl_trace_zone_end(hl_trace_zone_t zone) {
   if (!zone.name) return;
-  hl_trace_event_t ev = {zone.name, HL_TRACE_ZONE, hl_trace_tid(), zone.begin_ns,
-                         hl_time_now() - zone.begin_ns, 0};
+  hl_trace_event_t ev = {zone.name,
+                         HL_TRACE_ZONE,
+                         hl_trace_tid(),
+                         zone.begin_ns,
+                         hl_time_now() - zone.begin_ns,
+                         0};
   hl_trace_record(&ev);
 }
 
 void hl_trace_instant(const char* name, uint64_t arg) {
   if (!hl_trace_is_active()) return;
-  hl_trace_event_t ev = {name, HL_TRACE_INSTANT_EV, hl_trace_tid(), hl_time_now(),
-                         0, (int64_t)arg};
+  hl_trace_event_t ev = {
+      name, HL_TRACE_INSTANT_EV, hl_trace_tid(), hl_time_now(),
+      0,    (int64_t)arg};
   hl_trace_record(&ev);
 }
 
 void hl_trace_counter(const char* name, int64_t value) {
   if (!hl_trace_is_active()) return;
-  hl_trace_event_t ev = {name, HL_TRACE_COUNTER_EV, hl_trace_tid(), hl_time_now(),
-                         0, value};
+  hl_trace_event_t ev = {
+      name, HL_TRACE_COUNTER_EV, hl_trace_tid(), hl_time_now(), 0, value};
   hl_trace_record(&ev);
 }
 
@@ -83,7 +92,8 @@ void hl_trace_start(uint64_t max_events) {
   call_once(&hl_trace_once_, hl_trace_init);
   mtx_lock(&hl_trace_mutex_);
   free(hl_trace_events_);
-  hl_trace_events_ = calloc(max_events ? max_events : 1, sizeof(hl_trace_event_t));
+  hl_trace_events_ =
+      calloc(max_events ? max_events : 1, sizeof(hl_trace_event_t));
   hl_trace_capacity_ = hl_trace_events_ ? max_events : 0;
   hl_trace_count_ = 0;
   hl_trace_dropped_ = 0;
@@ -113,8 +123,9 @@ hl_status_t hl_trace_stop_and_write(const char* path) {
     status = HL_MAKE_STATUS(HL_STATUS_PERMISSION_DENIED,
                             "cannot open trace file '%s' for writing", path);
   } else if (f) {
-    fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"dropped\":%llu},"
-               "\"traceEvents\":[\n",
+    fprintf(f,
+            "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"dropped\":%llu},"
+            "\"traceEvents\":[\n",
             (unsigned long long)hl_trace_dropped_);
     for (uint64_t i = 0; i < hl_trace_count_; ++i) {
       const hl_trace_event_t* ev = &hl_trace_events_[i];
@@ -143,8 +154,8 @@ hl_status_t hl_trace_stop_and_write(const char* path) {
     }
     fprintf(f, "]}\n");
     if (fclose(f) != 0) {
-      status = HL_MAKE_STATUS(HL_STATUS_DATA_LOSS, "writing trace file '%s' failed",
-                              path);
+      status = HL_MAKE_STATUS(HL_STATUS_DATA_LOSS,
+                              "writing trace file '%s' failed", path);
     }
   }
   free(hl_trace_events_);

@@ -58,7 +58,9 @@ int thrd_join(thrd_t thr, int* res) {
   return hl_thrd_code(rc);
 }
 
-int thrd_detach(thrd_t thr) { return hl_thrd_code(pthread_detach((pthread_t)thr)); }
+int thrd_detach(thrd_t thr) {
+  return hl_thrd_code(pthread_detach((pthread_t)thr));
+}
 
 int mtx_init(mtx_t* mtx, int type) {
   pthread_mutexattr_t attr;
@@ -108,8 +110,8 @@ int cnd_wait(cnd_t* cond, mtx_t* mtx) {
 
 int cnd_timedwait(cnd_t* restrict cond, mtx_t* restrict mtx,
                   const struct timespec* restrict ts) {
-  return hl_thrd_code(pthread_cond_timedwait((pthread_cond_t*)cond,
-                                             (pthread_mutex_t*)mtx, ts));
+  return hl_thrd_code(
+      pthread_cond_timedwait((pthread_cond_t*)cond, (pthread_mutex_t*)mtx, ts));
 }
 
 void cnd_destroy(cnd_t* cond) { pthread_cond_destroy((pthread_cond_t*)cond); }

@@ -188,8 +188,9 @@ hl_status_t hl_executable_select(const char* const* device_targets,
                                  size_t built_count, size_t* out_group_of,
                                  size_t* out_object_of_group,
                                  size_t* out_group_count) {
-  if (!out_group_count || (device_count && (!device_targets || !out_group_of ||
-                                            !out_object_of_group)) ||
+  if (!out_group_count ||
+      (device_count &&
+       (!device_targets || !out_group_of || !out_object_of_group)) ||
       (built_count && !built_targets)) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_executable_select: NULL targets or outputs");

@@ -1,10 +1,11 @@
 // Functions, invocations, export of arguments and import of results.
 
+#include "hipline/invocation.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hipline/invocation.h"
 #include "runtime/base/env.h"
 #include "runtime/base/log.h"
 #include "runtime/base/trace.h"
@@ -36,8 +37,8 @@ static void hl_invocation_state_destroy(hl_device_t* device) {
 }
 
 static hl_invocation_counters_t* hl_device_counters(hl_device_t* device) {
-  hl_invocation_counters_t* c = atomic_load_explicit(&device->invocation_state,
-                                                     memory_order_acquire);
+  hl_invocation_counters_t* c =
+      atomic_load_explicit(&device->invocation_state, memory_order_acquire);
   if (HL_LIKELY(c)) return c;
   call_once(&hl_invocation_once_, hl_invocation_init);
   mtx_lock(&hl_invocation_mutex_);
@@ -53,12 +54,12 @@ static hl_invocation_counters_t* hl_device_counters(hl_device_t* device) {
   return c;
 }
 
-#define HL_COUNT(device, field)                                      \
-  do {                                                               \
-    hl_invocation_counters_t* c_ = hl_device_counters(device);       \
+#define HL_COUNT(device, field)                                             \
+  do {                                                                      \
+    hl_invocation_counters_t* c_ = hl_device_counters(device);              \
     if (c_) atomic_fetch_add_explicit(&c_->field, 1, memory_order_relaxed); \
-    atomic_fetch_add_explicit(&hl_global_counters_.field, 1,         \
-                              memory_order_relaxed);                 \
+    atomic_fetch_add_explicit(&hl_global_counters_.field, 1,                \
+                              memory_order_relaxed);                        \
   } while (0)
 
 static void hl_counters_load(hl_invocation_counters_t* c,
@@ -73,8 +74,9 @@ static void hl_counters_load(hl_invocation_counters_t* c,
 hl_status_t hl_device_invocation_stats(hl_device_t* device,
                                        hl_invocation_stats_t* out_stats) {
   if (!device || !out_stats) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "hl_device_invocation_stats: NULL device or out_stats");
+    return HL_MAKE_STATUS(
+        HL_STATUS_INVALID_ARGUMENT,
+        "hl_device_invocation_stats: NULL device or out_stats");
   }
   memset(out_stats, 0, sizeof(*out_stats));
   hl_invocation_counters_t* c = hl_device_counters(device);
@@ -82,7 +84,8 @@ hl_status_t hl_device_invocation_stats(hl_device_t* device,
   hl_memory_stats_t memory;
   HL_RETURN_IF_ERROR_PLAIN(hl_device_memory_stats(device, &memory));
   out_stats->fallback_releases_frontier = memory.fallback_releases_frontier;
-  out_stats->fallback_releases_device_sync = memory.fallback_releases_device_sync;
+  out_stats->fallback_releases_device_sync =
+      memory.fallback_releases_device_sync;
   return NULL;
 }
 
@@ -188,15 +191,16 @@ hl_status_t hl_function_create(const char* name,
   }
   if (strlen(name) >= sizeof(((hl_function_t*)0)->name)) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "function name '%.40s...' is longer than 63 bytes", name);
+                          "function name '%.40s...' is longer than 63 bytes",
+                          name);
   }
   if (signature->argument_count > HL_FUNCTION_MAX_ARGUMENTS ||
       signature->result_count > HL_FUNCTION_MAX_RESULTS) {
     return HL_MAKE_STATUS(HL_STATUS_OUT_OF_RANGE,
                           "function '%s': %u arguments and %u results; at most "
                           "%d of each",
-                          name, signature->argument_count, signature->result_count,
-                          HL_FUNCTION_MAX_ARGUMENTS);
+                          name, signature->argument_count,
+                          signature->result_count, HL_FUNCTION_MAX_ARGUMENTS);
   }
   if (signature->argument_count && !signature->argument_access) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
@@ -204,15 +208,17 @@ hl_status_t hl_function_create(const char* name,
   }
   for (uint32_t i = 0; i < signature->argument_count; ++i) {
     hl_access_t a = signature->argument_access[i];
-    if (a != HL_ACCESS_READ && a != HL_ACCESS_WRITE && a != HL_ACCESS_READ_WRITE) {
+    if (a != HL_ACCESS_READ && a != HL_ACCESS_WRITE &&
+        a != HL_ACCESS_READ_WRITE) {
       return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                             "function '%s': argument %u has invalid access %d",
                             name, i, (int)a);
     }
   }
   hl_function_t* f = NULL;
-  HL_RETURN_IF_ERROR(hl_allocator_calloc(host_allocator, sizeof(*f), (void**)&f),
-                     "creating function '%s'", name);
+  HL_RETURN_IF_ERROR(
+      hl_allocator_calloc(host_allocator, sizeof(*f), (void**)&f),
+      "creating function '%s'", name);
   atomic_init(&f->ref_count, 1);
   f->host_allocator = host_allocator;
   f->fn = fn;
@@ -278,7 +284,8 @@ hl_status_t hl_function_unregister(const char* name) {
     }
   }
   mtx_unlock(&hl_invocation_mutex_);
-  return HL_MAKE_STATUS(HL_STATUS_NOT_FOUND, "no function named '%s' is registered",
+  return HL_MAKE_STATUS(HL_STATUS_NOT_FOUND,
+                        "no function named '%s' is registered",
                         name ? name : "(null)");
 }
 
@@ -299,8 +306,8 @@ hl_status_t hl_function_lookup(const char* name, hl_function_t** out_function) {
   }
   mtx_unlock(&hl_invocation_mutex_);
   *out_function = NULL;
-  return HL_MAKE_STATUS(HL_STATUS_NOT_FOUND, "no function named '%s' is registered",
-                        name);
+  return HL_MAKE_STATUS(HL_STATUS_NOT_FOUND,
+                        "no function named '%s' is registered", name);
 }
 
 //===----------------------------------------------------------------------===//
@@ -308,15 +315,15 @@ hl_status_t hl_function_lookup(const char* name, hl_function_t** out_function) {
 //===----------------------------------------------------------------------===//
 
 struct hl_invocation_t {
-  hl_function_t* function;  // Retained.
-  hl_queue_t* queue;        // Retained.
+  hl_function_t* function;                            // Retained.
+  hl_queue_t* queue;                                  // Retained.
   hl_buffer_t* arguments[HL_FUNCTION_MAX_ARGUMENTS];  // Retained.
   uint32_t argument_count;
   hl_buffer_t* results[HL_FUNCTION_MAX_RESULTS];  // Owned until taken.
   uint32_t result_count;
-  hl_fence_t* waits;        // User waits.
-  hl_semaphore_t* signal;   // Signalled to 1 by the function's work.
-  hl_fence_t* signal_fence; // {signal@1}
+  hl_fence_t* waits;         // User waits.
+  hl_semaphore_t* signal;    // Signalled to 1 by the function's work.
+  hl_fence_t* signal_fence;  // {signal@1}
   bool assume_no_alias;
   bool invoked;
 };
@@ -347,7 +354,8 @@ hl_status_t hl_invocation_create(hl_function_t* function, hl_queue_t* queue,
     hl_fence_release(inv->signal_fence);
     hl_semaphore_release(inv->signal);
     free(inv);
-    return hl_status_annotate(st, "creating an invocation of '%s'", function->name);
+    return hl_status_annotate(st, "creating an invocation of '%s'",
+                              function->name);
   }
   hl_function_retain(function);
   inv->function = function;
@@ -360,8 +368,10 @@ hl_status_t hl_invocation_create(hl_function_t* function, hl_queue_t* queue,
 
 void hl_invocation_release(hl_invocation_t* inv) {
   if (!inv) return;
-  for (uint32_t i = 0; i < inv->argument_count; ++i) hl_buffer_release(inv->arguments[i]);
-  for (uint32_t i = 0; i < inv->result_count; ++i) hl_buffer_release(inv->results[i]);
+  for (uint32_t i = 0; i < inv->argument_count; ++i)
+    hl_buffer_release(inv->arguments[i]);
+  for (uint32_t i = 0; i < inv->result_count; ++i)
+    hl_buffer_release(inv->results[i]);
   hl_fence_release(inv->waits);
   hl_fence_release(inv->signal_fence);
   hl_semaphore_release(inv->signal);
@@ -370,10 +380,12 @@ void hl_invocation_release(hl_invocation_t* inv) {
   free(inv);
 }
 
-hl_status_t hl_invocation_add_argument(hl_invocation_t* inv, hl_buffer_t* buffer) {
+hl_status_t hl_invocation_add_argument(hl_invocation_t* inv,
+                                       hl_buffer_t* buffer) {
   if (!inv || !buffer) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "hl_invocation_add_argument: NULL invocation or buffer");
+    return HL_MAKE_STATUS(
+        HL_STATUS_INVALID_ARGUMENT,
+        "hl_invocation_add_argument: NULL invocation or buffer");
   }
   if (inv->invoked) {
     return HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
@@ -382,25 +394,27 @@ hl_status_t hl_invocation_add_argument(hl_invocation_t* inv, hl_buffer_t* buffer
   }
   if (inv->argument_count >= inv->function->argument_count) {
     return HL_MAKE_STATUS(HL_STATUS_OUT_OF_RANGE,
-                          "function '%s' takes %u arguments", inv->function->name,
-                          inv->function->argument_count);
+                          "function '%s' takes %u arguments",
+                          inv->function->name, inv->function->argument_count);
   }
   if (hl_buffer_device(buffer) != hl_queue_device(inv->queue)) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "argument %u of '%s' lives on another device than the "
-                          "invocation's queue",
-                          inv->argument_count, inv->function->name);
+    return HL_MAKE_STATUS(
+        HL_STATUS_INVALID_ARGUMENT,
+        "argument %u of '%s' lives on another device than the "
+        "invocation's queue",
+        inv->argument_count, inv->function->name);
   }
   hl_buffer_retain(buffer);
   inv->arguments[inv->argument_count++] = buffer;
   return NULL;
 }
 
-hl_status_t hl_invocation_add_wait(hl_invocation_t* inv, hl_semaphore_t* semaphore,
-                                   uint64_t value) {
+hl_status_t hl_invocation_add_wait(hl_invocation_t* inv,
+                                   hl_semaphore_t* semaphore, uint64_t value) {
   if (!inv || !semaphore) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "hl_invocation_add_wait: NULL invocation or semaphore");
+    return HL_MAKE_STATUS(
+        HL_STATUS_INVALID_ARGUMENT,
+        "hl_invocation_add_wait: NULL invocation or semaphore");
   }
   return hl_fence_insert(inv->waits, semaphore, value);
 }
@@ -413,9 +427,9 @@ bool hl_invocation_assume_no_alias(const hl_invocation_t* inv) {
   return inv ? inv->assume_no_alias : true;
 }
 
-hl_status_t hl_invocation_effective_assume_no_alias(const hl_invocation_t* inv,
-                                                    bool* out_value,
-                                                    hl_setting_source_t* out_source) {
+hl_status_t hl_invocation_effective_assume_no_alias(
+    const hl_invocation_t* inv, bool* out_value,
+    hl_setting_source_t* out_source) {
   if (!inv || !out_value) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_invocation_effective_assume_no_alias: NULL "
@@ -445,8 +459,9 @@ size_t hl_invocation_result_count(const hl_invocation_t* inv) {
 hl_status_t hl_invocation_take_result(hl_invocation_t* inv, size_t index,
                                       hl_buffer_t** out_buffer) {
   if (!inv || !out_buffer) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "hl_invocation_take_result: NULL invocation or out_buffer");
+    return HL_MAKE_STATUS(
+        HL_STATUS_INVALID_ARGUMENT,
+        "hl_invocation_take_result: NULL invocation or out_buffer");
   }
   *out_buffer = NULL;
   if (index >= inv->result_count) {
@@ -480,10 +495,11 @@ static void hl_import_token_last_release(hl_buffer_token_t* base) {
       atomic_load(&root->state) != HL_ROOT_FREED) {
     hl_status_t st = hl_root_dealloca(token->queue, NULL, NULL, root);
     if (st) {
-      HL_LOG_WARN("async import of root %llu: dealloca on queue %u failed: %s; "
-                  "the refcount fallback frees it instead",
-                  (unsigned long long)root->id, hl_queue_id(token->queue),
-                  hl_status_message(st));
+      HL_LOG_WARN(
+          "async import of root %llu: dealloca on queue %u failed: %s; "
+          "the refcount fallback frees it instead",
+          (unsigned long long)root->id, hl_queue_id(token->queue),
+          hl_status_message(st));
       hl_status_free(st);
     } else {
       HL_COUNT(root->device, async_deallocs);
@@ -497,11 +513,13 @@ static void hl_import_token_last_release(hl_buffer_token_t* base) {
 static void hl_invocation_warn_alias(hl_invocation_t* inv, hl_root_t* root,
                                      const char* why) {
   bool expected = false;
-  if (atomic_compare_exchange_strong(&inv->function->alias_warned, &expected, true)) {
-    HL_LOG_WARN("function '%s' returned root %llu, which %s: imported with the "
-                "refcount fallback whatever assume_no_alias says (logged once "
-                "per function)",
-                inv->function->name, (unsigned long long)root->id, why);
+  if (atomic_compare_exchange_strong(&inv->function->alias_warned, &expected,
+                                     true)) {
+    HL_LOG_WARN(
+        "function '%s' returned root %llu, which %s: imported with the "
+        "refcount fallback whatever assume_no_alias says (logged once "
+        "per function)",
+        inv->function->name, (unsigned long long)root->id, why);
   }
 }
 
@@ -522,11 +540,13 @@ static hl_status_t hl_invocation_import(hl_invocation_t* inv, bool no_alias) {
       if (inv->results[j]->root != root || done[j]) continue;
       done[j] = true;
       bool seen = false;
-      for (uint32_t k = i; k < j; ++k) seen |= inv->results[k] == inv->results[j];
+      for (uint32_t k = i; k < j; ++k)
+        seen |= inv->results[k] == inv->results[j];
       if (seen) continue;
       ++distinct;
       uint32_t occurrences = 0;
-      for (uint32_t k = j; k < n; ++k) occurrences += inv->results[k] == inv->results[j];
+      for (uint32_t k = j; k < n; ++k)
+        occurrences += inv->results[k] == inv->results[j];
       if ((uint32_t)atomic_load(&inv->results[j]->ref_count) != occurrences) {
         buffers_unique = false;
       }
@@ -541,12 +561,14 @@ static hl_status_t hl_invocation_import(hl_invocation_t* inv, bool no_alias) {
     }
     hl_buffer_origin_t origin = (hl_buffer_origin_t)atomic_load(&root->origin);
     bool persistent = origin == HL_BUFFER_ORIGIN_PERSISTENT;
-    bool eligible = origin == HL_BUFFER_ORIGIN_ASYNC && root->device == device &&
+    bool eligible = origin == HL_BUFFER_ORIGIN_ASYNC &&
+                    root->device == device &&
                     root->affinity_queue == inv->queue;
 
     // Every view of the root also depends on the invocation's signal.
     mtx_lock(&root->mutex);
-    if (hl_fence_count(root->use_fence) >= 8) hl_fence_prune_reached(root->use_fence);
+    if (hl_fence_count(root->use_fence) >= 8)
+      hl_fence_prune_reached(root->use_fence);
     hl_status_t st = hl_fence_insert(root->use_fence, inv->signal, 1);
     mtx_unlock(&root->mutex);
     HL_RETURN_IF_ERROR(st, "recording the result's use");
@@ -626,8 +648,9 @@ hl_status_t hl_invocation_invoke(hl_invocation_t* inv) {
                           f->name, f->argument_count, inv->argument_count);
   }
   bool no_alias = true;
-  HL_RETURN_IF_ERROR(hl_invocation_effective_assume_no_alias(inv, &no_alias, NULL),
-                     "invoking '%s'", f->name);
+  HL_RETURN_IF_ERROR(
+      hl_invocation_effective_assume_no_alias(inv, &no_alias, NULL),
+      "invoking '%s'", f->name);
   inv->invoked = true;
   hl_device_t* device = hl_queue_device(inv->queue);
   HL_COUNT(device, invocations);
@@ -653,9 +676,9 @@ hl_status_t hl_invocation_invoke(hl_invocation_t* inv) {
                               "function '%s' returned no buffer for result %u",
                               f->name, i);
         } else if (hl_buffer_device(inv->results[i]) != device) {
-          st = HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                              "function '%s' returned result %u on another device",
-                              f->name, i);
+          st = HL_MAKE_STATUS(
+              HL_STATUS_INVALID_ARGUMENT,
+              "function '%s' returned result %u on another device", f->name, i);
         }
       }
     }
@@ -667,7 +690,8 @@ hl_status_t hl_invocation_invoke(hl_invocation_t* inv) {
   for (uint32_t i = 0; i < inv->argument_count && !st; ++i) {
     hl_root_t* root = inv->arguments[i]->root;
     mtx_lock(&root->mutex);
-    if (hl_fence_count(root->use_fence) >= 8) hl_fence_prune_reached(root->use_fence);
+    if (hl_fence_count(root->use_fence) >= 8)
+      hl_fence_prune_reached(root->use_fence);
     st = hl_fence_insert(root->use_fence, inv->signal, 1);
     if (!st && (f->access[i] & HL_ACCESS_WRITE)) {
       hl_fence_clear(root->mutation_barrier);

@@ -101,17 +101,20 @@ hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
   }
   *out_buffer = NULL;
   if (!queue) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "hl_queue_alloca: queue is NULL");
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_alloca: queue is NULL");
   }
   if (size == 0) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "hl_queue_alloca of 0 bytes on queue %u", hl_queue_id(queue));
+                          "hl_queue_alloca of 0 bytes on queue %u",
+                          hl_queue_id(queue));
   }
   if (size > HL_BUFFER_MAX_SIZE) {
-    return HL_MAKE_STATUS(HL_STATUS_OUT_OF_RANGE,
-                          "hl_queue_alloca of %llu bytes on queue %u exceeds the "
-                          "2^48-byte limit",
-                          (unsigned long long)size, hl_queue_id(queue));
+    return HL_MAKE_STATUS(
+        HL_STATUS_OUT_OF_RANGE,
+        "hl_queue_alloca of %llu bytes on queue %u exceeds the "
+        "2^48-byte limit",
+        (unsigned long long)size, hl_queue_id(queue));
   }
   if (flags != 0) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
@@ -126,7 +129,8 @@ hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
   hl_alloca_op_t* op = calloc(1, sizeof(*op));
   if (!op) {
     hl_buffer_release(buffer);
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED, "allocating an alloca op");
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "allocating an alloca op");
   }
   op->base.vtable = &hl_alloca_vtable;
   op->root = buffer->root;
@@ -162,8 +166,9 @@ static void hl_dealloca_on_submit(hl_op_t* base, hl_queue_t* queue,
                                   uint64_t value) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
   op->value = value;
-  snprintf(op->who, sizeof(op->who), "queue_dealloca on queue %u (submission %llu)",
-           op->queue_id, (unsigned long long)value);
+  snprintf(op->who, sizeof(op->who),
+           "queue_dealloca on queue %u (submission %llu)", op->queue_id,
+           (unsigned long long)value);
 }
 
 // Decides, once, whether the dealloca was cancelled: if it did not free, the
@@ -219,7 +224,8 @@ static hl_status_t hl_dealloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
     // cancel (see hl_dealloca_cancel).
     if (!hl_root_mark_freed(root, op->who)) {
       st = HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
-                          "root %llu is no longer live", (unsigned long long)root->id);
+                          "root %llu is no longer live",
+                          (unsigned long long)root->id);
     }
     if (!st) st = hl_root_return_memory(root, ctx->stream);
     if (!st) hl_dealloca_freed(op);
@@ -255,17 +261,19 @@ hl_status_t hl_queue_dealloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
 hl_status_t hl_root_dealloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
                              const hl_fence_t* signal_fence, hl_root_t* root) {
   if (root->device != hl_queue_device(queue)) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "hl_queue_dealloca: root %llu belongs to another device",
-                          (unsigned long long)root->id);
+    return HL_MAKE_STATUS(
+        HL_STATUS_INVALID_ARGUMENT,
+        "hl_queue_dealloca: root %llu belongs to another device",
+        (unsigned long long)root->id);
   }
   bool expected = false;
-  if (!atomic_compare_exchange_strong(&root->dealloca_scheduled, &expected, true)) {
-    return HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
-                          "double dealloca: root %llu (%llu bytes) already has a "
-                          "dealloca scheduled or done",
-                          (unsigned long long)root->id,
-                          (unsigned long long)root->size);
+  if (!atomic_compare_exchange_strong(&root->dealloca_scheduled, &expected,
+                                      true)) {
+    return HL_MAKE_STATUS(
+        HL_STATUS_FAILED_PRECONDITION,
+        "double dealloca: root %llu (%llu bytes) already has a "
+        "dealloca scheduled or done",
+        (unsigned long long)root->id, (unsigned long long)root->size);
   }
   if (atomic_load(&root->state) == HL_ROOT_FREED) {
     return HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,

@@ -42,7 +42,8 @@ static void hl_memory_state_mutex_init(void) {
   mtx_init(&hl_memory_state_mutex_, mtx_plain);
 }
 
-hl_status_t hl_memory_state(hl_device_t* device, hl_memory_state_t** out_state) {
+hl_status_t hl_memory_state(hl_device_t* device,
+                            hl_memory_state_t** out_state) {
   hl_memory_state_t* existing =
       atomic_load_explicit(&device->memory_state, memory_order_acquire);
   if (HL_LIKELY(existing)) {
@@ -62,7 +63,8 @@ hl_status_t hl_memory_state(hl_device_t* device, hl_memory_state_t** out_state) 
       atomic_store_explicit(&device->memory_state, state, memory_order_release);
     }
   }
-  hl_memory_state_t* state = (hl_memory_state_t*)atomic_load(&device->memory_state);
+  hl_memory_state_t* state =
+      (hl_memory_state_t*)atomic_load(&device->memory_state);
   mtx_unlock(&hl_memory_state_mutex_);
   *out_state = state;
   return state ? NULL
@@ -76,7 +78,8 @@ static void hl_memory_apply(hl_memory_stats_t* s, hl_memory_event_t event,
     case HL_MEMORY_EVENT_ALLOCA:
       ++s->allocas;
       s->bytes_in_use += bytes;
-      if (s->bytes_in_use > s->bytes_in_use_peak) s->bytes_in_use_peak = s->bytes_in_use;
+      if (s->bytes_in_use > s->bytes_in_use_peak)
+        s->bytes_in_use_peak = s->bytes_in_use;
       break;
     case HL_MEMORY_EVENT_DEALLOCA:
       ++s->deallocas;
@@ -128,9 +131,11 @@ void hl_memory_note(hl_device_t* device, uint32_t queue_id,
   hl_memory_apply(&state->stats, event, bytes);
   if (queue_id != UINT32_MAX) {
     if (queue_id >= state->per_queue_capacity) {
-      uint32_t capacity = state->per_queue_capacity ? state->per_queue_capacity : 8;
+      uint32_t capacity =
+          state->per_queue_capacity ? state->per_queue_capacity : 8;
       while (capacity <= queue_id) capacity *= 2;
-      hl_memory_stats_t* table = realloc(state->per_queue, capacity * sizeof(*table));
+      hl_memory_stats_t* table =
+          realloc(state->per_queue, capacity * sizeof(*table));
       if (table) {
         memset(table + state->per_queue_capacity, 0,
                (capacity - state->per_queue_capacity) * sizeof(*table));
@@ -204,7 +209,8 @@ static hl_status_t hl_root_create(hl_device_t* device, hl_queue_t* affinity,
                           (unsigned long long)size);
   }
   hl_status_t st = hl_fence_create(device->host_allocator, &root->use_fence);
-  if (!st) st = hl_fence_create(device->host_allocator, &root->mutation_barrier);
+  if (!st)
+    st = hl_fence_create(device->host_allocator, &root->mutation_barrier);
   if (!st && mtx_init(&root->mutex, mtx_plain) != thrd_success) {
     st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED, "creating a root mutex");
   }
@@ -268,7 +274,8 @@ static void hl_root_destroy(hl_root_t* root) {
 
 void hl_root_release(hl_root_t* root) {
   if (!root) return;
-  uint64_t old = atomic_fetch_sub_explicit(&root->refs, 1, memory_order_acq_rel);
+  uint64_t old =
+      atomic_fetch_sub_explicit(&root->refs, 1, memory_order_acq_rel);
   if ((uint32_t)old == 1) hl_root_last_release(root);
 }
 
@@ -290,7 +297,8 @@ void hl_root_record_use(hl_root_t* root, hl_queue_t* queue, uint64_t value,
                         bool write) {
   hl_semaphore_t* timeline = hl_queue_timeline(queue);
   mtx_lock(&root->mutex);
-  if (hl_fence_count(root->use_fence) >= 8) hl_fence_prune_reached(root->use_fence);
+  if (hl_fence_count(root->use_fence) >= 8)
+    hl_fence_prune_reached(root->use_fence);
   hl_status_t st = hl_fence_insert(root->use_fence, timeline, value);
   if (!st && write) {
     hl_fence_clear(root->mutation_barrier);
@@ -330,14 +338,15 @@ hl_status_t hl_root_check_live(hl_root_t* root, const char* what) {
 bool hl_root_mark_freed(hl_root_t* root, const char* who) {
   mtx_lock(&root->mutex);
   int expected = HL_ROOT_LIVE;
-  bool marked = atomic_compare_exchange_strong(&root->state, &expected,
-                                               HL_ROOT_FREED);
+  bool marked =
+      atomic_compare_exchange_strong(&root->state, &expected, HL_ROOT_FREED);
   if (marked) snprintf(root->freed_by, sizeof(root->freed_by), "%s", who);
   mtx_unlock(&root->mutex);
   return marked;
 }
 
-hl_status_t hl_root_return_memory(hl_root_t* root, hl_backend_stream_t* stream) {
+hl_status_t hl_root_return_memory(hl_root_t* root,
+                                  hl_backend_stream_t* stream) {
   void* ptr = atomic_load(&root->ptr);
   if (root->memory == HL_ROOT_MEMORY_EXTERNAL) {
     if (root->release_fn) root->release_fn(root->release_user, ptr);
@@ -374,7 +383,8 @@ static void hl_memory_drain_streams(hl_device_t* device) {
   uint32_t count = 0;
   hl_status_t st = hl_device_snapshot_queues(device, &queues, &count);
   if (st) {
-    HL_LOG_ERROR("fallback release: cannot list queues: %s", hl_status_message(st));
+    HL_LOG_ERROR("fallback release: cannot list queues: %s",
+                 hl_status_message(st));
     hl_status_free(st);
     return;
   }
@@ -391,8 +401,8 @@ static void hl_memory_fallback_finish(hl_root_t* root, const char* who) {
       root->affinity_queue ? hl_queue_stream(root->affinity_queue) : NULL;
   hl_status_t st = hl_root_free_memory(root, stream, who);
   if (st) {
-    HL_LOG_ERROR("fallback release of root %llu: %s", (unsigned long long)root->id,
-                 hl_status_message(st));
+    HL_LOG_ERROR("fallback release of root %llu: %s",
+                 (unsigned long long)root->id, hl_status_message(st));
     hl_status_free(st);
   }
   hl_root_destroy(root);
@@ -495,12 +505,14 @@ hl_status_t hl_buffer_create_view(hl_root_t* root, uint64_t offset,
 }
 
 void hl_buffer_retain(hl_buffer_t* buffer) {
-  if (buffer) atomic_fetch_add_explicit(&buffer->ref_count, 1, memory_order_relaxed);
+  if (buffer)
+    atomic_fetch_add_explicit(&buffer->ref_count, 1, memory_order_relaxed);
 }
 
 void hl_buffer_release(hl_buffer_t* buffer) {
   if (!buffer) return;
-  if (atomic_fetch_sub_explicit(&buffer->ref_count, 1, memory_order_acq_rel) != 1) {
+  if (atomic_fetch_sub_explicit(&buffer->ref_count, 1, memory_order_acq_rel) !=
+      1) {
     return;
   }
   hl_root_t* root = buffer->root;
@@ -522,7 +534,8 @@ hl_status_t hl_buffer_subview(hl_buffer_t* buffer, uint64_t offset,
   if (offset > buffer->length || length > buffer->length - offset) {
     return HL_MAKE_STATUS(HL_STATUS_OUT_OF_RANGE,
                           "subview [%llu, +%llu) exceeds the %llu-byte buffer",
-                          (unsigned long long)offset, (unsigned long long)length,
+                          (unsigned long long)offset,
+                          (unsigned long long)length,
                           (unsigned long long)buffer->length);
   }
   // Views always point at the root, so a subview of a subview resolves to the
@@ -547,7 +560,8 @@ hl_status_t hl_buffer_wrap(hl_device_t* device, void* device_ptr, uint64_t size,
   // External memory has no queue affinity: it is never freed on a stream.
   hl_root_t* root = NULL;
   HL_RETURN_IF_ERROR_PLAIN(hl_root_create(device, NULL, HL_ROOT_MEMORY_EXTERNAL,
-                                          HL_BUFFER_ORIGIN_EXTERNAL, size, &root));
+                                          HL_BUFFER_ORIGIN_EXTERNAL, size,
+                                          &root));
   atomic_store(&root->ptr, device_ptr);
   atomic_store(&root->state, HL_ROOT_LIVE);
   root->release_fn = release_fn;

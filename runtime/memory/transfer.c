@@ -25,8 +25,8 @@ static const char* const kTransferNames[] = {"fill", "copy", "read", "write"};
 typedef struct hl_transfer_op_t {
   hl_op_t base;
   hl_transfer_kind_t kind;
-  hl_root_t* source;  // Op reference (copy, read).
-  hl_root_t* target;  // Op reference (fill, copy, write).
+  hl_root_t* source;       // Op reference (copy, read).
+  hl_root_t* target;       // Op reference (fill, copy, write).
   uint64_t source_offset;  // From the start of the root.
   uint64_t target_offset;
   uint64_t length;
@@ -70,10 +70,12 @@ static bool hl_transfer_check(hl_transfer_op_t* op) {
 static hl_status_t hl_transfer_run_on_host(void* user) {
   hl_transfer_op_t* op = (hl_transfer_op_t*)user;
   if (!hl_transfer_check(op)) return NULL;
-  char* src = op->source ? (char*)atomic_load(&op->source->ptr) + op->source_offset
-                         : NULL;
-  char* dst = op->target ? (char*)atomic_load(&op->target->ptr) + op->target_offset
-                         : NULL;
+  char* src = op->source
+                  ? (char*)atomic_load(&op->source->ptr) + op->source_offset
+                  : NULL;
+  char* dst = op->target
+                  ? (char*)atomic_load(&op->target->ptr) + op->target_offset
+                  : NULL;
   switch (op->kind) {
     case HL_TRANSFER_FILL: {
       uint32_t* words = (uint32_t*)dst;
@@ -104,22 +106,25 @@ static hl_status_t hl_transfer_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   // Without a way to run checks in stream order, check at issue.
   if (!hl_transfer_check(op)) return NULL;
   hl_backend_t* b = ctx->backend;
-  char* src = op->source ? (char*)atomic_load(&op->source->ptr) + op->source_offset
-                         : NULL;
-  char* dst = op->target ? (char*)atomic_load(&op->target->ptr) + op->target_offset
-                         : NULL;
+  char* src = op->source
+                  ? (char*)atomic_load(&op->source->ptr) + op->source_offset
+                  : NULL;
+  char* dst = op->target
+                  ? (char*)atomic_load(&op->target->ptr) + op->target_offset
+                  : NULL;
   switch (op->kind) {
     case HL_TRANSFER_FILL:
       return b->vtable->memset32_async(b, dst, op->pattern,
                                        (size_t)(op->length / 4), ctx->stream);
     case HL_TRANSFER_COPY:
-      return b->vtable->memcpy_async(b, dst, src, (size_t)op->length, ctx->stream);
+      return b->vtable->memcpy_async(b, dst, src, (size_t)op->length,
+                                     ctx->stream);
     case HL_TRANSFER_READ:
-      return b->vtable->memcpy_async(b, op->host_target, src, (size_t)op->length,
-                                     ctx->stream);
+      return b->vtable->memcpy_async(b, op->host_target, src,
+                                     (size_t)op->length, ctx->stream);
     case HL_TRANSFER_WRITE:
-      return b->vtable->memcpy_async(b, dst, op->host_source, (size_t)op->length,
-                                     ctx->stream);
+      return b->vtable->memcpy_async(b, dst, op->host_source,
+                                     (size_t)op->length, ctx->stream);
   }
   return NULL;
 }
@@ -138,21 +143,22 @@ static hl_status_t hl_transfer_check_range(const char* what, hl_queue_t* queue,
                                            const hl_buffer_t* buffer,
                                            uint64_t offset, uint64_t length) {
   if (!buffer) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "%s: buffer is NULL", what);
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "%s: buffer is NULL",
+                          what);
   }
   if (buffer->root->device != hl_queue_device(queue)) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "%s: buffer (root %llu) belongs to another device than "
-                          "queue %u",
-                          what, (unsigned long long)buffer->root->id,
-                          hl_queue_id(queue));
+    return HL_MAKE_STATUS(
+        HL_STATUS_INVALID_ARGUMENT,
+        "%s: buffer (root %llu) belongs to another device than "
+        "queue %u",
+        what, (unsigned long long)buffer->root->id, hl_queue_id(queue));
   }
   if (offset > buffer->length || length > buffer->length - offset) {
-    return HL_MAKE_STATUS(HL_STATUS_OUT_OF_RANGE,
-                          "%s: range [%llu, +%llu) exceeds the %llu-byte buffer",
-                          what, (unsigned long long)offset,
-                          (unsigned long long)length,
-                          (unsigned long long)buffer->length);
+    return HL_MAKE_STATUS(
+        HL_STATUS_OUT_OF_RANGE,
+        "%s: range [%llu, +%llu) exceeds the %llu-byte buffer", what,
+        (unsigned long long)offset, (unsigned long long)length,
+        (unsigned long long)buffer->length);
   }
   return NULL;
 }
@@ -177,7 +183,9 @@ static hl_status_t hl_transfer_submit(hl_queue_t* queue,
 hl_status_t hl_queue_fill(hl_queue_t* queue, const hl_fence_t* wait_fence,
                           const hl_fence_t* signal_fence, hl_buffer_t* buffer,
                           uint64_t offset, uint64_t length, uint32_t pattern) {
-  if (!queue) return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "hl_queue_fill: queue is NULL");
+  if (!queue)
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_fill: queue is NULL");
   HL_RETURN_IF_ERROR_PLAIN(
       hl_transfer_check_range("hl_queue_fill", queue, buffer, offset, length));
   if (((buffer->offset + offset) | length) & 3u) {
@@ -199,11 +207,13 @@ hl_status_t hl_queue_copy(hl_queue_t* queue, const hl_fence_t* wait_fence,
                           const hl_fence_t* signal_fence, hl_buffer_t* source,
                           uint64_t source_offset, hl_buffer_t* target,
                           uint64_t target_offset, uint64_t length) {
-  if (!queue) return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "hl_queue_copy: queue is NULL");
-  HL_RETURN_IF_ERROR_PLAIN(hl_transfer_check_range("hl_queue_copy source", queue,
-                                                   source, source_offset, length));
-  HL_RETURN_IF_ERROR_PLAIN(hl_transfer_check_range("hl_queue_copy target", queue,
-                                                   target, target_offset, length));
+  if (!queue)
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_copy: queue is NULL");
+  HL_RETURN_IF_ERROR_PLAIN(hl_transfer_check_range(
+      "hl_queue_copy source", queue, source, source_offset, length));
+  HL_RETURN_IF_ERROR_PLAIN(hl_transfer_check_range(
+      "hl_queue_copy target", queue, target, target_offset, length));
   hl_transfer_op_t proto = {.kind = HL_TRANSFER_COPY,
                             .source = source->root,
                             .source_offset = source->offset + source_offset,
@@ -217,9 +227,11 @@ hl_status_t hl_queue_read(hl_queue_t* queue, const hl_fence_t* wait_fence,
                           const hl_fence_t* signal_fence, hl_buffer_t* source,
                           uint64_t source_offset, void* host_target,
                           uint64_t length) {
-  if (!queue) return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "hl_queue_read: queue is NULL");
-  HL_RETURN_IF_ERROR_PLAIN(hl_transfer_check_range("hl_queue_read", queue, source,
-                                                   source_offset, length));
+  if (!queue)
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_read: queue is NULL");
+  HL_RETURN_IF_ERROR_PLAIN(hl_transfer_check_range(
+      "hl_queue_read", queue, source, source_offset, length));
   if (!host_target && length) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_queue_read: host_target is NULL");
@@ -236,9 +248,11 @@ hl_status_t hl_queue_write(hl_queue_t* queue, const hl_fence_t* wait_fence,
                            const hl_fence_t* signal_fence,
                            const void* host_source, hl_buffer_t* target,
                            uint64_t target_offset, uint64_t length) {
-  if (!queue) return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "hl_queue_write: queue is NULL");
-  HL_RETURN_IF_ERROR_PLAIN(hl_transfer_check_range("hl_queue_write", queue, target,
-                                                   target_offset, length));
+  if (!queue)
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_write: queue is NULL");
+  HL_RETURN_IF_ERROR_PLAIN(hl_transfer_check_range(
+      "hl_queue_write", queue, target, target_offset, length));
   if (!host_source && length) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_queue_write: host_source is NULL");

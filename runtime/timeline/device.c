@@ -32,7 +32,8 @@ const char* hl_fallback_mode_name(hl_fallback_mode_t mode) {
   }
 }
 
-hl_status_t hl_backend_query(hl_backend_kind_t kind, hl_backend_info_t* out_info) {
+hl_status_t hl_backend_query(hl_backend_kind_t kind,
+                             hl_backend_info_t* out_info) {
   if (!out_info) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_backend_query: out_info is NULL");
@@ -108,15 +109,13 @@ static once_flag hl_trace_env_once_ = ONCE_FLAG_INIT;
 
 hl_status_t hl_environment_check(void) {
   static const char* const kKnown[] = {
-      "HIPLINE_BACKEND",  "HIPLINE_ASSUME_NO_ALIAS",
-      "HIPLINE_FALLBACK", "HIPLINE_POOL_RELEASE_THRESHOLD",
-      "HIPLINE_CHECKED",  "HIPLINE_FAULTS",
-      "HIPLINE_TRACE",    "HIPLINE_LOG",
-      "HIPLINE_HOST_DEVICES",
+      "HIPLINE_BACKEND", "HIPLINE_ASSUME_NO_ALIAS", "HIPLINE_FALLBACK",
+      "HIPLINE_POOL_RELEASE_THRESHOLD", "HIPLINE_CHECKED", "HIPLINE_FAULTS",
+      "HIPLINE_TRACE", "HIPLINE_LOG", "HIPLINE_HOST_DEVICES",
       // Read by the scripts and tools, not the library.
       "HIPLINE_JOBS", "HIPLINE_SKIP_APT", "HIPLINE_JUNIT_DIR",
-      "HIPLINE_FUZZ_SECONDS", "HIPLINE_FUZZ_BUILD_DIR",
-      "HIPLINE_TRACE_CONVERT", "HIPLINE_TEST_BACKEND", "HIPLINE_TSAN"};
+      "HIPLINE_FUZZ_SECONDS", "HIPLINE_FUZZ_BUILD_DIR", "HIPLINE_TRACE_CONVERT",
+      "HIPLINE_TEST_BACKEND", "HIPLINE_TSAN"};
   hl_backend_kind_t kind;
   HL_RETURN_IF_ERROR_PLAIN(hl_backend_from_env(&kind));
   int index = 0;
@@ -152,7 +151,8 @@ hl_status_t hl_environment_check(void) {
     size_t length = eq ? (size_t)(eq - *e) : strlen(*e);
     bool known = false;
     for (size_t i = 0; i < sizeof(kKnown) / sizeof(kKnown[0]); ++i) {
-      known |= strlen(kKnown[i]) == length && strncmp(*e, kKnown[i], length) == 0;
+      known |=
+          strlen(kKnown[i]) == length && strncmp(*e, kKnown[i], length) == 0;
     }
     if (!known) {
       HL_LOG_WARN("unknown environment variable %.*s is ignored", (int)length,
@@ -161,7 +161,6 @@ hl_status_t hl_environment_check(void) {
   }
   return NULL;
 }
-
 
 void hl_device_options_initialize(hl_device_options_t* out_options) {
   if (!out_options) return;
@@ -235,7 +234,8 @@ void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work) {
 
 void hl_device_flush_work(hl_device_t* device) {
   mtx_lock(&device->work_mutex);
-  while (device->work_pending) cnd_wait(&device->work_cond, &device->work_mutex);
+  while (device->work_pending)
+    cnd_wait(&device->work_cond, &device->work_mutex);
   mtx_unlock(&device->work_mutex);
 }
 
@@ -249,16 +249,17 @@ hl_status_t hl_device_acquire_event(hl_device_t* device,
     *out_event = device->free_events[--device->free_event_count];
     return NULL;
   }
-  HL_RETURN_IF_ERROR(device->backend->vtable->event_create(device->backend,
-                                                           out_event),
-                     "creating a timepoint event");
+  HL_RETURN_IF_ERROR(
+      device->backend->vtable->event_create(device->backend, out_event),
+      "creating a timepoint event");
   atomic_fetch_add(&device->live_events, 1);
   return NULL;
 }
 
 void hl_device_recycle_event(hl_device_t* device, hl_backend_event_t* event) {
   if (device->free_event_count == device->free_event_capacity) {
-    uint32_t capacity = device->free_event_capacity ? device->free_event_capacity * 2 : 64;
+    uint32_t capacity =
+        device->free_event_capacity ? device->free_event_capacity * 2 : 64;
     hl_backend_event_t** events =
         realloc(device->free_events, capacity * sizeof(*events));
     if (!events) {
@@ -313,11 +314,12 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
       "creating a device");
   atomic_init(&device->ref_count, 1);
   device->host_allocator = host_allocator;
-  hl_status_t st = kind == HL_BACKEND_HIP
-                       ? hl_hip_backend_create(options->ordinal, host_allocator,
-                                               &device->backend)
-                       : hl_host_backend_create(options->ordinal, host_allocator,
-                                                &device->backend);
+  hl_status_t st =
+      kind == HL_BACKEND_HIP
+          ? hl_hip_backend_create(options->ordinal, host_allocator,
+                                  &device->backend)
+          : hl_host_backend_create(options->ordinal, host_allocator,
+                                   &device->backend);
   if (st) {
     hl_allocator_free(host_allocator, device);
     return hl_status_annotate(st, "creating %s device %d",
@@ -338,8 +340,10 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
       st = hl_env_size("HIPLINE_POOL_RELEASE_THRESHOLD", &threshold, &set);
       if (!st && set) attrs.release_threshold = threshold;
     }
-    if (options->pool_reuse_flags_set) attrs.reuse_flags = options->pool.reuse_flags;
-    if (options->pool.limit_bytes) attrs.limit_bytes = options->pool.limit_bytes;
+    if (options->pool_reuse_flags_set)
+      attrs.reuse_flags = options->pool.reuse_flags;
+    if (options->pool.limit_bytes)
+      attrs.limit_bytes = options->pool.limit_bytes;
   }
   if (!st) st = backend->vtable->pool_set_attributes(backend, &attrs);
 
@@ -348,8 +352,8 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
     int index = 0;
     bool set = false;
     st = hl_env_enum("HIPLINE_FALLBACK", kFallbackNames, 2, &index, &set);
-    device->fallback = (set && index == 1) ? HL_FALLBACK_DEVICE_SYNC
-                                           : HL_FALLBACK_FRONTIER;
+    device->fallback =
+        (set && index == 1) ? HL_FALLBACK_DEVICE_SYNC : HL_FALLBACK_FRONTIER;
   }
   device->checked = options->checked == 1;
   if (!st && options->checked == -1) {
@@ -361,9 +365,10 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
     hl_host_backend_set_poison(backend, true);
   }
   if (!st && device->checked && backend->kind != HL_BACKEND_HOST) {
-    HL_LOG_WARN("HIPLINE_CHECKED applies to the host backend only; device %d "
-                "(%s) runs unchecked",
-                options->ordinal, hl_backend_kind_name(backend->kind));
+    HL_LOG_WARN(
+        "HIPLINE_CHECKED applies to the host backend only; device %d "
+        "(%s) runs unchecked",
+        options->ordinal, hl_backend_kind_name(backend->kind));
     device->checked = false;
   }
   atomic_init(&device->next_queue_id, 0);
@@ -391,7 +396,8 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
 }
 
 void hl_device_retain(hl_device_t* device) {
-  if (device) atomic_fetch_add_explicit(&device->ref_count, 1, memory_order_relaxed);
+  if (device)
+    atomic_fetch_add_explicit(&device->ref_count, 1, memory_order_relaxed);
 }
 
 static void hl_device_destroy(hl_device_t* device) {
@@ -399,7 +405,8 @@ static void hl_device_destroy(hl_device_t* device) {
   // deferred work (fallback frees, notifications) that drains here.
   hl_device_flush_work(device);
   if (device->memory_state_destroy) device->memory_state_destroy(device);
-  if (device->invocation_state_destroy) device->invocation_state_destroy(device);
+  if (device->invocation_state_destroy)
+    device->invocation_state_destroy(device);
   hl_device_flush_work(device);
   mtx_lock(&device->work_mutex);
   device->work_stop = true;
@@ -409,7 +416,8 @@ static void hl_device_destroy(hl_device_t* device) {
   mtx_destroy(&device->work_mutex);
   cnd_destroy(&device->work_cond);
   for (uint32_t i = 0; i < device->free_event_count; ++i) {
-    device->backend->vtable->event_destroy(device->backend, device->free_events[i]);
+    device->backend->vtable->event_destroy(device->backend,
+                                           device->free_events[i]);
     atomic_fetch_sub(&device->live_events, 1);
   }
   free(device->free_events);
@@ -481,7 +489,8 @@ void hl_device_release(hl_device_t* device) {
   if (!thrd_equal(thrd_current(), device->work_thread)) {
     hl_device_flush_work(device);
   }
-  if (atomic_fetch_sub_explicit(&device->ref_count, 1, memory_order_acq_rel) != 1) {
+  if (atomic_fetch_sub_explicit(&device->ref_count, 1, memory_order_acq_rel) !=
+      1) {
     return;
   }
   if (thrd_equal(thrd_current(), device->work_thread)) {
@@ -514,15 +523,18 @@ bool hl_device_checked(const hl_device_t* device) {
 hl_status_t hl_device_pool_attributes(hl_device_t* device,
                                       hl_pool_attributes_t* out_attrs) {
   if (!device || !out_attrs) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "hl_device_pool_attributes: NULL device or out_attrs");
+    return HL_MAKE_STATUS(
+        HL_STATUS_INVALID_ARGUMENT,
+        "hl_device_pool_attributes: NULL device or out_attrs");
   }
-  return device->backend->vtable->pool_get_attributes(device->backend, out_attrs);
+  return device->backend->vtable->pool_get_attributes(device->backend,
+                                                      out_attrs);
 }
 
 hl_status_t hl_device_trim(hl_device_t* device, uint64_t min_bytes_to_keep) {
   if (!device) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "hl_device_trim: device is NULL");
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_device_trim: device is NULL");
   }
   return device->backend->vtable->pool_trim(device->backend, min_bytes_to_keep);
 }

@@ -12,8 +12,9 @@ hl_status_t hl_fence_create(hl_allocator_t host_allocator,
                           "hl_fence_create: out_fence is NULL");
   }
   hl_fence_t* f = NULL;
-  HL_RETURN_IF_ERROR(hl_allocator_calloc(host_allocator, sizeof(*f), (void**)&f),
-                     "creating a fence");
+  HL_RETURN_IF_ERROR(
+      hl_allocator_calloc(host_allocator, sizeof(*f), (void**)&f),
+      "creating a fence");
   atomic_init(&f->ref_count, 1);
   f->host_allocator = host_allocator;
   f->entries = f->inline_entries;
@@ -23,7 +24,8 @@ hl_status_t hl_fence_create(hl_allocator_t host_allocator,
 }
 
 void hl_fence_retain(hl_fence_t* fence) {
-  if (fence) atomic_fetch_add_explicit(&fence->ref_count, 1, memory_order_relaxed);
+  if (fence)
+    atomic_fetch_add_explicit(&fence->ref_count, 1, memory_order_relaxed);
 }
 
 void hl_fence_clear(hl_fence_t* fence) {
@@ -36,7 +38,8 @@ void hl_fence_clear(hl_fence_t* fence) {
 
 void hl_fence_release(hl_fence_t* fence) {
   if (!fence) return;
-  if (atomic_fetch_sub_explicit(&fence->ref_count, 1, memory_order_acq_rel) != 1) {
+  if (atomic_fetch_sub_explicit(&fence->ref_count, 1, memory_order_acq_rel) !=
+      1) {
     return;
   }
   hl_fence_clear(fence);
@@ -77,12 +80,13 @@ hl_status_t hl_fence_insert(hl_fence_t* fence, hl_semaphore_t* semaphore,
 
 hl_status_t hl_fence_join(hl_fence_t* fence, const hl_fence_t* source) {
   if (!fence) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "hl_fence_join: fence is NULL");
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_fence_join: fence is NULL");
   }
   if (!source) return NULL;
   for (size_t i = 0; i < source->count; ++i) {
-    HL_RETURN_IF_ERROR_PLAIN(hl_fence_insert(fence, source->entries[i].semaphore,
-                                             source->entries[i].value));
+    HL_RETURN_IF_ERROR_PLAIN(hl_fence_insert(
+        fence, source->entries[i].semaphore, source->entries[i].value));
   }
   return NULL;
 }
@@ -101,7 +105,9 @@ void hl_fence_prune_reached(hl_fence_t* fence) {
   fence->count = kept;
 }
 
-size_t hl_fence_count(const hl_fence_t* fence) { return fence ? fence->count : 0; }
+size_t hl_fence_count(const hl_fence_t* fence) {
+  return fence ? fence->count : 0;
+}
 
 void hl_fence_entry(const hl_fence_t* fence, size_t index,
                     hl_semaphore_t** out_semaphore, uint64_t* out_value) {
@@ -164,10 +170,12 @@ typedef struct hl_fence_notify_t {
 } hl_fence_notify_t;
 
 static void hl_fence_notify_finish(hl_work_t* work) {
-  hl_fence_notify_t* n = (hl_fence_notify_t*)((char*)work - offsetof(hl_fence_notify_t, work));
+  hl_fence_notify_t* n =
+      (hl_fence_notify_t*)((char*)work - offsetof(hl_fence_notify_t, work));
   n->fn(n->user, n->status);
   hl_status_free(n->status);
-  for (size_t i = 0; i < n->count; ++i) hl_semaphore_release(n->entries[i].semaphore);
+  for (size_t i = 0; i < n->count; ++i)
+    hl_semaphore_release(n->entries[i].semaphore);
   hl_device_t* device = n->device;
   free(n->entries);
   free(n);

@@ -91,7 +91,8 @@ void hl_submission_fail(hl_submission_t* submission, hl_status_t status,
                         bool fail_queue) {
   if (!status) return;
   hl_status_t expected = NULL;
-  if (!atomic_compare_exchange_strong(&submission->failure, &expected, status)) {
+  if (!atomic_compare_exchange_strong(&submission->failure, &expected,
+                                      status)) {
     hl_status_free(status);
   }
   if (fail_queue) atomic_store(&submission->fail_queue, true);
@@ -229,25 +230,28 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
         // The pump only issues when every wait is reached or has a device
         // timepoint; anything else is a bug worth a loud status.
         st = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
-                            "queue %u: wait for %llu has no timepoint", queue->id,
-                            (unsigned long long)v);
+                            "queue %u: wait for %llu has no timepoint",
+                            queue->id, (unsigned long long)v);
         break;
       }
-      st = backend->vtable->stream_wait_event(backend, queue->stream, tp->shared->event);
+      st = backend->vtable->stream_wait_event(backend, queue->stream,
+                                              tp->shared->event);
       if (!st) {
         ++queue->stats.waits_issued;
         hl_frontier_raise(queue, s->id, tp->value);
       }
     }
     if (st) {
-      hl_submission_fail(sub, hl_status_annotate(st, "issuing waits on queue %u", queue->id),
-                         true);
+      hl_submission_fail(
+          sub, hl_status_annotate(st, "issuing waits on queue %u", queue->id),
+          true);
       st = NULL;
     }
   }
   if (!atomic_load(&sub->failure) && backend->host_visible_memory &&
       !ctx.waits_settled) {
-    st = hl_issue_enqueue_gated(&ctx, &sub->gate, hl_submission_gate_check, sub);
+    st =
+        hl_issue_enqueue_gated(&ctx, &sub->gate, hl_submission_gate_check, sub);
     if (st) hl_submission_fail(sub, st, true);
   }
   hl_op_t* op = sub->ops;
@@ -284,7 +288,8 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
   if (!st) {
     shared = calloc(1, sizeof(*shared));
     if (!shared) {
-      st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED, "allocating a timepoint");
+      st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "allocating a timepoint");
     }
   }
   if (st) {
@@ -292,15 +297,16 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
     // (they park until the values are reached); correctness holds.
     if (event) hl_device_recycle_event(device, event);
     HL_LOG_WARN("queue %u: no device timepoint for submission %llu: %s",
-                queue->id, (unsigned long long)sub->value, hl_status_message(st));
+                queue->id, (unsigned long long)sub->value,
+                hl_status_message(st));
     hl_status_free(st);
   } else {
     shared->device = device;
     shared->event = event;
     shared->refs = 1;  // Held while the timepoints are attached.
     for (size_t i = 0; i <= sub->signal_count; ++i) {
-      hl_semaphore_t* s = i < sub->signal_count ? sub->signals[i].semaphore
-                                                : queue->timeline;
+      hl_semaphore_t* s =
+          i < sub->signal_count ? sub->signals[i].semaphore : queue->timeline;
       uint64_t v = i < sub->signal_count ? sub->signals[i].value : sub->value;
       if (hl_semaphore_value(s) >= v || hl_semaphore_failure(s)) continue;
       // On failure the value is simply reached later on the host side.
@@ -309,7 +315,8 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
     hl_shared_event_drop_locked(shared);
   }
   for (size_t i = 0; i < sub->signal_count; ++i) {
-    hl_frontier_raise(queue, sub->signals[i].semaphore->id, sub->signals[i].value);
+    hl_frontier_raise(queue, sub->signals[i].semaphore->id,
+                      sub->signals[i].value);
   }
 }
 
@@ -366,7 +373,8 @@ static void hl_queue_pump_locked(hl_queue_t* queue) {
 }
 
 static void hl_queue_pump_work(hl_work_t* work) {
-  hl_queue_t* queue = (hl_queue_t*)((char*)work - offsetof(hl_queue_t, pump_work));
+  hl_queue_t* queue =
+      (hl_queue_t*)((char*)work - offsetof(hl_queue_t, pump_work));
   hl_timeline_lock();
   queue->pump_scheduled = false;
   hl_queue_pump_locked(queue);
@@ -399,15 +407,18 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
   atomic_init(&queue->ref_count, 1);
   queue->device = device;
   queue->id = atomic_fetch_add(&device->next_queue_id, 1);
-  hl_status_t st = hl_semaphore_create(0, device->host_allocator, &queue->timeline);
+  hl_status_t st =
+      hl_semaphore_create(0, device->host_allocator, &queue->timeline);
   if (!st) {
-    st = device->backend->vtable->stream_create(device->backend, &queue->stream);
+    st =
+        device->backend->vtable->stream_create(device->backend, &queue->stream);
     if (st) hl_semaphore_release(queue->timeline);
   }
   if (!st) {
     hl_timeline_lock();
     if (device->queue_count == device->queue_capacity) {
-      uint32_t capacity = device->queue_capacity ? device->queue_capacity * 2 : 8;
+      uint32_t capacity =
+          device->queue_capacity ? device->queue_capacity * 2 : 8;
       hl_queue_t** queues = realloc(device->queues, capacity * sizeof(*queues));
       if (queues) {
         device->queues = queues;
@@ -436,7 +447,8 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
 }
 
 void hl_queue_retain(hl_queue_t* queue) {
-  if (queue) atomic_fetch_add_explicit(&queue->ref_count, 1, memory_order_relaxed);
+  if (queue)
+    atomic_fetch_add_explicit(&queue->ref_count, 1, memory_order_relaxed);
 }
 
 void hl_queue_release(hl_queue_t* queue) {
@@ -444,8 +456,8 @@ void hl_queue_release(hl_queue_t* queue) {
   // Fast path: not the last reference.
   int refs = atomic_load_explicit(&queue->ref_count, memory_order_relaxed);
   while (refs > 1) {
-    if (atomic_compare_exchange_weak_explicit(&queue->ref_count, &refs, refs - 1,
-                                              memory_order_acq_rel,
+    if (atomic_compare_exchange_weak_explicit(&queue->ref_count, &refs,
+                                              refs - 1, memory_order_acq_rel,
                                               memory_order_relaxed)) {
       return;
     }
@@ -455,7 +467,8 @@ void hl_queue_release(hl_queue_t* queue) {
   // under the same lock) never picks up a dying queue.
   hl_device_t* device = queue->device;
   hl_timeline_lock();
-  if (atomic_fetch_sub_explicit(&queue->ref_count, 1, memory_order_acq_rel) != 1) {
+  if (atomic_fetch_sub_explicit(&queue->ref_count, 1, memory_order_acq_rel) !=
+      1) {
     hl_timeline_unlock();
     return;
   }
@@ -523,7 +536,8 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
     return st;
   }
   HL_TRACE_ZONE_BEGIN(zone, "hl_queue_submit");
-  size_t waits = hl_fence_count(wait_fence), signals = hl_fence_count(signal_fence);
+  size_t waits = hl_fence_count(wait_fence),
+         signals = hl_fence_count(signal_fence);
   for (size_t i = 0; i < signals; ++i) {
     if (signal_fence->entries[i].semaphore == queue->timeline) {
       hl_status_t st = HL_MAKE_STATUS(
@@ -541,8 +555,9 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   if (!sub || ((waits + signals) && !entries)) {
     free(sub);
     free(entries);
-    hl_status_t st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                                    "allocating a submission on queue %u", queue->id);
+    hl_status_t st =
+        HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                       "allocating a submission on queue %u", queue->id);
     hl_ops_release_all(ops, st);
     HL_TRACE_ZONE_END(zone);
     return st;
@@ -565,7 +580,8 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
     // A failed queue runs nothing more; its signals fail with its status.
     hl_status_t failure = hl_status_clone(queue->failure);
     for (size_t i = 0; i < signals; ++i) {
-      hl_semaphore_fail_locked(sub->signals[i].semaphore, hl_status_clone(failure));
+      hl_semaphore_fail_locked(sub->signals[i].semaphore,
+                               hl_status_clone(failure));
     }
     hl_timeline_unlock();
     hl_submission_fail(sub, hl_status_clone(failure), false);
@@ -654,8 +670,9 @@ hl_status_t hl_queue_wait_idle(hl_queue_t* queue, hl_time_t deadline) {
   // its tail (the timepoint's event record) so "idle" means idle, and stream
   // ordered frees on it count as complete.
   hl_backend_t* backend = queue->device->backend;
-  HL_RETURN_IF_ERROR(backend->vtable->stream_synchronize(backend, queue->stream),
-                     "synchronizing queue %u", queue->id);
+  HL_RETURN_IF_ERROR(
+      backend->vtable->stream_synchronize(backend, queue->stream),
+      "synchronizing queue %u", queue->id);
   // Completed submissions drop their references on the completion thread;
   // let that happen so a caller's release right after is really the last.
   if (!thrd_equal(thrd_current(), queue->device->work_thread)) {
@@ -667,7 +684,8 @@ hl_status_t hl_queue_wait_idle(hl_queue_t* queue, hl_time_t deadline) {
 
 hl_status_t hl_queue_status(hl_queue_t* queue) {
   if (!queue) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "hl_queue_status: queue is NULL");
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_status: queue is NULL");
   }
   hl_timeline_lock();
   hl_status_t st = hl_status_clone(queue->failure);

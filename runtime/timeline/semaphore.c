@@ -10,9 +10,7 @@ static mtx_t hl_timeline_mutex_;
 static once_flag hl_timeline_once_ = ONCE_FLAG_INIT;
 static atomic_uint_least64_t hl_next_semaphore_id_ = 1;
 
-static void hl_timeline_init(void) {
-  mtx_init(&hl_timeline_mutex_, mtx_plain);
-}
+static void hl_timeline_init(void) { mtx_init(&hl_timeline_mutex_, mtx_plain); }
 
 void hl_timeline_lock(void) {
   call_once(&hl_timeline_once_, hl_timeline_init);
@@ -44,7 +42,8 @@ hl_status_t hl_semaphore_create(uint64_t initial_value,
 }
 
 void hl_semaphore_retain(hl_semaphore_t* semaphore) {
-  if (semaphore) atomic_fetch_add_explicit(&semaphore->ref_count, 1, memory_order_relaxed);
+  if (semaphore)
+    atomic_fetch_add_explicit(&semaphore->ref_count, 1, memory_order_relaxed);
 }
 
 static void hl_semaphore_drop_timepoints_locked(hl_semaphore_t* s,
@@ -102,7 +101,8 @@ static void hl_semaphore_notify_locked(hl_semaphore_t* s, bool all,
   hl_waiter_t** link = &s->waiters;
   while (*link) {
     hl_waiter_t* w = *link;
-    bool ready = all || w->value <= reached || (w->on_issue && w->value <= issued);
+    bool ready =
+        all || w->value <= reached || (w->on_issue && w->value <= issued);
     if (!ready) {
       link = &w->next;
       continue;
@@ -124,8 +124,8 @@ void hl_semaphore_signal_locked(hl_semaphore_t* s, uint64_t value) {
 
 void hl_semaphore_fail_locked(hl_semaphore_t* s, hl_status_t status) {
   if (!status) {
-    status = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
-                            "semaphore failed without a status");
+    status =
+        HL_MAKE_STATUS(HL_STATUS_INTERNAL, "semaphore failed without a status");
   }
   hl_status_t expected = NULL;
   if (!atomic_compare_exchange_strong(&s->failure, &expected, status)) {

@@ -135,10 +135,10 @@ struct hl_waiter_t {
 struct hl_semaphore_t {
   atomic_int ref_count;
   hl_allocator_t host_allocator;
-  uint64_t id;                   // Unique for the process; never reused.
-  _Atomic uint64_t value;        // Written under the scheduler lock.
-  _Atomic(hl_status_t) failure;  // First failure; written once.
-  uint64_t issued_value;         // Highest value with a device timepoint.
+  uint64_t id;                      // Unique for the process; never reused.
+  _Atomic uint64_t value;           // Written under the scheduler lock.
+  _Atomic(hl_status_t) failure;     // First failure; written once.
+  uint64_t issued_value;            // Highest value with a device timepoint.
   hl_timepoint_t* timepoints;       // Ascending by value.
   hl_timepoint_t* timepoints_tail;  // Last entry: new values append in O(1).
   hl_waiter_t* waiters;

@@ -159,7 +159,8 @@ static hl_status_t hl_host_event_create(hl_backend_t* backend,
   event->device = device;
   if (mtx_init(&event->mutex, mtx_plain) != thrd_success) {
     hl_allocator_free(device->base.host_allocator, event);
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED, "creating an event mutex");
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "creating an event mutex");
   }
   atomic_fetch_add(&device->live_events, 1);
   *out_event = event;
@@ -281,7 +282,8 @@ static hl_status_t hl_host_stream_wait_event(hl_backend_t* backend,
   hl_backend_stream_t* other = hl_host_event_snapshot(event, &seq);
   if (!other) return NULL;  // Never recorded: complete.
   hl_status_t st = hl_host_stream_enqueue_wait(stream, other, seq);
-  if (!st) hl_host_pool_note_dependency(hl_host_cast(backend), stream, other, seq);
+  if (!st)
+    hl_host_pool_note_dependency(hl_host_cast(backend), stream, other, seq);
   hl_host_stream_release(other);
   return st;
 }
@@ -301,7 +303,8 @@ static hl_status_t hl_host_memcpy_async(hl_backend_t* backend, void* dst,
                                         hl_backend_stream_t* stream) {
   if (size && (!dst || !src)) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "memcpy_async of %zu bytes with a NULL pointer", size);
+                          "memcpy_async of %zu bytes with a NULL pointer",
+                          size);
   }
   hl_host_item_t* item = NULL;
   HL_RETURN_IF_ERROR(
@@ -392,7 +395,8 @@ static hl_status_t hl_host_module_load(hl_backend_t* backend, const void* image,
                                        size_t size,
                                        hl_backend_module_t** out_module) {
   const hl_host_code_object_t* code = (const hl_host_code_object_t*)image;
-  if (!code || size != sizeof(*code) || code->magic != HL_HOST_CODE_OBJECT_MAGIC) {
+  if (!code || size != sizeof(*code) ||
+      code->magic != HL_HOST_CODE_OBJECT_MAGIC) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "host module_load: image is not a host code object "
                           "(target 'host' needs the built-in host kernels)");
@@ -440,7 +444,8 @@ static hl_status_t hl_host_launch_kernel(hl_backend_t* backend,
   }
   if (kernel->param_count > 16 || (kernel->param_count && !params)) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "launch_kernel(%s): bad parameter list", kernel->name);
+                          "launch_kernel(%s): bad parameter list",
+                          kernel->name);
   }
   hl_host_item_t* item = NULL;
   HL_RETURN_IF_ERROR(

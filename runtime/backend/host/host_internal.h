@@ -26,8 +26,8 @@ struct hl_backend_stream_t {
   int done_waiters;
   hl_host_item_t* stop_item;  // Made at creation so destroy cannot fail.
   thrd_t thread;
-  uint64_t rng;             // Fault-injection delays.
-  uint64_t delay_max_us;    // HIPLINE_FAULTS stream_delay_us, at creation.
+  uint64_t rng;           // Fault-injection delays.
+  uint64_t delay_max_us;  // HIPLINE_FAULTS stream_delay_us, at creation.
   // Highest sequence of each other stream that this stream has waited on
   // (an event dependency), indexed by stream id. Guarded by the pool mutex.
   uint64_t* deps;

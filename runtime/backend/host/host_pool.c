@@ -25,7 +25,7 @@
 #define HL_HOST_POOL_SCAN 32
 
 struct hl_host_block_t {
-  hl_host_block_t* next;       // Bin list (free) or hash chain (live).
+  hl_host_block_t* next;  // Bin list (free) or hash chain (live).
   void* ptr;
   size_t capacity;
   uint32_t bin;
@@ -110,7 +110,8 @@ hl_status_t hl_host_pool_initialize(hl_host_backend_t* device) {
   hl_host_pool_t* pool = &device->pool;
   memset(pool, 0, sizeof(*pool));
   if (mtx_init(&pool->mutex, mtx_plain) != thrd_success) {
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED, "creating the pool mutex");
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "creating the pool mutex");
   }
   pool->bins = calloc(HL_HOST_POOL_BINS, sizeof(*pool->bins));
   if (!pool->bins || !hl_live_grow(pool)) {
@@ -192,7 +193,8 @@ static bool hl_host_block_usable(const hl_host_pool_t* pool,
       stream->deps[b->free_stream->id] >= b->free_seq) {
     return true;
   }
-  if ((flags & HL_POOL_REUSE_ALLOW_OPPORTUNISTIC) && hl_host_block_free_done(b)) {
+  if ((flags & HL_POOL_REUSE_ALLOW_OPPORTUNISTIC) &&
+      hl_host_block_free_done(b)) {
     return true;
   }
   if (flags & HL_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES) {
@@ -207,7 +209,8 @@ static bool hl_host_block_usable(const hl_host_pool_t* pool,
 static uint64_t hl_host_pool_release_locked(hl_host_pool_t* pool,
                                             uint64_t target) {
   uint64_t released = 0;
-  for (uint32_t i = pool->bin_count; i-- > 0 && pool->stats.reserved_bytes > target;) {
+  for (uint32_t i = pool->bin_count;
+       i-- > 0 && pool->stats.reserved_bytes > target;) {
     hl_host_block_t** link = &pool->bins[i];
     while (*link && pool->stats.reserved_bytes > target) {
       hl_host_block_t* b = *link;
@@ -245,7 +248,8 @@ hl_status_t hl_host_pool_malloc(hl_host_backend_t* device, size_t size,
   if (hl_faults_should_fail_alloc()) {
     mtx_lock(&pool->mutex);
     ++pool->stats.fail_count;
-    uint64_t used = pool->stats.used_bytes, reserved = pool->stats.reserved_bytes;
+    uint64_t used = pool->stats.used_bytes,
+             reserved = pool->stats.reserved_bytes;
     mtx_unlock(&pool->mutex);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "malloc_async of %zu bytes failed (injected by "
@@ -408,7 +412,8 @@ hl_status_t hl_host_pool_trim(hl_host_backend_t* device,
                               uint64_t min_bytes_to_keep) {
   hl_host_pool_t* pool = &device->pool;
   mtx_lock(&pool->mutex);
-  pool->stats.trim_count += hl_host_pool_release_locked(pool, min_bytes_to_keep);
+  pool->stats.trim_count +=
+      hl_host_pool_release_locked(pool, min_bytes_to_keep);
   mtx_unlock(&pool->mutex);
   return NULL;
 }

@@ -48,7 +48,8 @@ static void hl_host_item_execute(hl_backend_stream_t* stream,
       break;
     case HL_HOST_ITEM_MEMSET32: {
       uint32_t* p = (uint32_t*)item->memset32.dst;
-      for (size_t i = 0; i < item->memset32.count; ++i) p[i] = item->memset32.value;
+      for (size_t i = 0; i < item->memset32.count; ++i)
+        p[i] = item->memset32.value;
       break;
     }
     case HL_HOST_ITEM_KERNEL: {
@@ -123,9 +124,10 @@ hl_status_t hl_host_stream_create(hl_host_backend_t* device,
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "creating host stream synchronization objects");
   }
-  hl_status_t st = hl_host_item_alloc(device, HL_HOST_ITEM_STOP, &stream->stop_item);
+  hl_status_t st =
+      hl_host_item_alloc(device, HL_HOST_ITEM_STOP, &stream->stop_item);
   if (st || thrd_create(&stream->thread, hl_host_stream_main, stream) !=
-      thrd_success) {
+                thrd_success) {
     if (stream->stop_item) hl_host_item_free(device, stream->stop_item);
     hl_status_free(st);
     mtx_destroy(&stream->mutex);
