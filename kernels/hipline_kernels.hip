@@ -78,8 +78,7 @@ extern "C" __global__ void spin(uint64_t cycles, uint32_t* out_blocks_done) {
   }
 }
 
-extern "C" __global__ void axpy(float a, const float* x, float* y,
-                                uint64_t n) {
+extern "C" __global__ void axpy(float a, const float* x, float* y, uint64_t n) {
   // Keep the product and the sum separately rounded, like the host oracle.
 #pragma clang fp contract(off)
   for (uint64_t i = hl_global_index(); i < n; i += hl_global_stride()) {
