@@ -35,7 +35,7 @@ static hl_status_t fn_write(void* user, hl_queue_t* queue,
 // bytes in use stays at a few buffers.
 static void chain_case(bool gated, bool step_waits, bool check_flat) {
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q[2] = {inv_queue_create(d), inv_queue_create(d)};
+  hl_queue_t* q[2] = {hl_test_queue_create(d), hl_test_queue_create(d)};
   const uint32_t seed = gated ? 77u : 41u;
   uint32_t* data = malloc(SIZE);
   assert_non_null(data);
@@ -46,7 +46,7 @@ static void chain_case(bool gated, bool step_waits, bool check_flat) {
   hl_function_t* init = inv_function("chain_init", 0, NULL, 1, fn_write, data);
   hl_function_t* copy = inv_function("chain_copy", 1, read, 1, inv_fn_copy, &c);
 
-  hl_semaphore_t* gate = inv_sem_create();
+  hl_semaphore_t* gate = hl_test_semaphore_create();
   hl_invocation_t* prev_inv = NULL;
   HL_ASSERT_OK(hl_invocation_create(init, q[0], &prev_inv));
   if (gated) HL_ASSERT_OK(hl_invocation_add_wait(prev_inv, gate, 1));
@@ -73,7 +73,7 @@ static void chain_case(bool gated, bool step_waits, bool check_flat) {
   assert_int_equal(s.async_deallocs, STEPS - 2);
   if (gated) {
     // Nothing has run yet: no memory exists.
-    assert_int_equal(inv_mem_stats(d).allocas, 0);
+    assert_int_equal(hl_test_memory_stats(d).allocas, 0);
     HL_ASSERT_OK(hl_semaphore_signal(gate, 1));
   }
 
@@ -89,7 +89,7 @@ static void chain_case(bool gated, bool step_waits, bool check_flat) {
   assert_int_equal(s.async_deallocs, STEPS);
   assert_int_equal(s.fallback_releases_frontier, 0);
   assert_int_equal(s.fallback_releases_device_sync, 0);
-  hl_memory_stats_t m = inv_mem_stats(d);
+  hl_memory_stats_t m = hl_test_memory_stats(d);
   print_message(
       "chain (%s): in use peak %llu, reserved peak %llu (%llu-byte "
       "steps)\n",

@@ -214,8 +214,8 @@ static void test_concurrent_invocations(void** state) {
   shared_t s;
   memset(&s, 0, sizeof(s));
   s.device = inv_device_create();
-  s.queues[0] = inv_queue_create(s.device);
-  s.queues[1] = inv_queue_create(s.device);
+  s.queues[0] = hl_test_queue_create(s.device);
+  s.queues[1] = hl_test_queue_create(s.device);
   s.iterations = (int)hl_test_scale(1000, 4);
   inv_fn_config_init(&s.fresh_config, SIZE, 0x0F0F1234u);
   inv_fn_config_init(&s.two_views_config, SIZE, 0x33CC5AA5u);
@@ -255,7 +255,7 @@ static void test_concurrent_invocations(void** state) {
   }
   assert_int_equal(total, (uint64_t)THREADS * (uint64_t)s.iterations);
   inv_wait_idle(s.device);
-  assert_true(inv_poll_bytes_in_use(s.device, 0, 10000));
+  assert_true(hl_test_poll_bytes_in_use(s.device, 0, 10000));
 
   hl_invocation_stats_t st = inv_stats(s.device);
   assert_int_equal(st.invocations, total);
@@ -268,7 +268,7 @@ static void test_concurrent_invocations(void** state) {
   assert_int_equal(st.fallback_releases_frontier,
                    n[KIND_HIDDEN] + n[KIND_GLOBAL] + THREADS);
   assert_int_equal(st.fallback_releases_device_sync, 0);
-  hl_memory_stats_t m = inv_mem_stats(s.device);
+  hl_memory_stats_t m = hl_test_memory_stats(s.device);
   assert_int_equal(m.use_after_free, 0);
   assert_int_equal(m.bytes_in_use, 0);
   assert_int_equal(m.allocas, n[KIND_FRESH] + n[KIND_TWO_VIEWS] +

@@ -65,9 +65,9 @@ static void test_function_create_bad_input(void** state) {
                    INVALID_ARGUMENT);
   hl_access_t bad_access[1] = {(hl_access_t)9};
   hl_function_signature_t bad = {1, 0, bad_access};
-  inv_assert_status_has(hl_function_create("bad_access", &bad, fn_noop, NULL,
-                                           hl_allocator_system(), &f),
-                        HL_STATUS_INVALID_ARGUMENT, "bad_access", NULL);
+  hl_test_assert_status_has(hl_function_create("bad_access", &bad, fn_noop,
+                                               NULL, hl_allocator_system(), &f),
+                            HL_STATUS_INVALID_ARGUMENT, "bad_access", NULL);
   assert_null(f);
 
   // The name and the access list are copied.
@@ -89,7 +89,7 @@ static void test_function_create_bad_input(void** state) {
 static void test_invocation_bad_input(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   const hl_access_t access[1] = {HL_ACCESS_READ};
   hl_function_t* f = inv_function("one_arg", 1, access, 0, fn_noop, NULL);
   hl_invocation_t* inv = (hl_invocation_t*)0x1;
@@ -101,7 +101,7 @@ static void test_invocation_bad_input(void** state) {
   hl_buffer_t* b = NULL;
   HL_ASSERT_STATUS(hl_invocation_take_result(NULL, 0, &b), INVALID_ARGUMENT);
   HL_ASSERT_STATUS(hl_invocation_add_argument(NULL, NULL), INVALID_ARGUMENT);
-  hl_semaphore_t* s = inv_sem_create();
+  hl_semaphore_t* s = hl_test_semaphore_create();
   HL_ASSERT_STATUS(hl_invocation_add_wait(NULL, s, 1), INVALID_ARGUMENT);
   bool value = false;
   HL_ASSERT_STATUS(hl_invocation_effective_assume_no_alias(NULL, &value, NULL),
@@ -135,7 +135,7 @@ static void test_invocation_bad_input(void** state) {
 static void test_wrong_argument_count(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   const hl_access_t access[2] = {HL_ACCESS_READ, HL_ACCESS_WRITE};
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0);
@@ -145,11 +145,11 @@ static void test_wrong_argument_count(void** state) {
 
   hl_invocation_t* inv = NULL;
   HL_ASSERT_OK(hl_invocation_create(f, q, &inv));
-  inv_assert_status_has(hl_invocation_invoke(inv), HL_STATUS_INVALID_ARGUMENT,
-                        "two_args", NULL);
+  hl_test_assert_status_has(hl_invocation_invoke(inv),
+                            HL_STATUS_INVALID_ARGUMENT, "two_args", NULL);
   HL_ASSERT_OK(hl_invocation_add_argument(inv, b));
-  inv_assert_status_has(hl_invocation_invoke(inv), HL_STATUS_INVALID_ARGUMENT,
-                        "two_args", NULL);
+  hl_test_assert_status_has(hl_invocation_invoke(inv),
+                            HL_STATUS_INVALID_ARGUMENT, "two_args", NULL);
   HL_ASSERT_OK(hl_invocation_add_argument(inv, b));
   HL_ASSERT_STATUS(hl_invocation_add_argument(inv, b), OUT_OF_RANGE);
   // A refused invoke left nothing behind: with the right count it runs.
@@ -160,8 +160,9 @@ static void test_wrong_argument_count(void** state) {
   assert_int_equal(hl_invocation_result_count(inv), 0);
 
   // Invoked once only; no arguments afterwards.
-  inv_assert_status_has(hl_invocation_invoke(inv),
-                        HL_STATUS_FAILED_PRECONDITION, "already invoked", NULL);
+  hl_test_assert_status_has(hl_invocation_invoke(inv),
+                            HL_STATUS_FAILED_PRECONDITION, "already invoked",
+                            NULL);
   HL_ASSERT_STATUS(hl_invocation_add_argument(inv, b), FAILED_PRECONDITION);
   assert_int_equal(inv_stats(d).invocations, 1);
   hl_invocation_release(inv);
@@ -174,7 +175,7 @@ static void test_wrong_argument_count(void** state) {
 static void test_take_result_twice(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0x42424242u);
   hl_function_t* f = inv_function("fresh", 0, NULL, 1, inv_fn_fresh, &c);
@@ -182,8 +183,9 @@ static void test_take_result_twice(void** state) {
   assert_int_equal(hl_invocation_result_count(inv), 1);
   hl_buffer_t* r = inv_take(inv, 0);
   hl_buffer_t* again = (hl_buffer_t*)0x1;
-  inv_assert_status_has(hl_invocation_take_result(inv, 0, &again),
-                        HL_STATUS_FAILED_PRECONDITION, "already taken", NULL);
+  hl_test_assert_status_has(hl_invocation_take_result(inv, 0, &again),
+                            HL_STATUS_FAILED_PRECONDITION, "already taken",
+                            NULL);
   assert_null(again);
   HL_ASSERT_STATUS(hl_invocation_take_result(inv, 1, &again), OUT_OF_RANGE);
   inv_wait_signal(inv);
@@ -191,7 +193,7 @@ static void test_take_result_twice(void** state) {
   hl_invocation_release(inv);
   hl_buffer_release(r);
   inv_wait_idle(d);
-  assert_int_equal(inv_mem_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
   hl_function_release(f);
   hl_queue_release(q);
   hl_device_release(d);
@@ -225,16 +227,16 @@ static hl_status_t fn_fail(void* user, hl_queue_t* queue,
 
 static void function_error_case(int stored) {
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   fail_config_t c = {stored, 0};
   hl_function_t* f = inv_function("failing", 0, NULL, 2, fn_fail, &c);
   hl_invocation_t* inv = NULL;
   HL_ASSERT_OK(hl_invocation_create(f, q, &inv));
-  inv_assert_status_has(hl_invocation_invoke(inv), HL_STATUS_UNAVAILABLE,
-                        "shard is offline", "failing");
+  hl_test_assert_status_has(hl_invocation_invoke(inv), HL_STATUS_UNAVAILABLE,
+                            "shard is offline", "failing");
   assert_int_equal(atomic_load(&c.calls), 1);
   // The signal fence fails with the function's status.
-  inv_assert_status_has(
+  hl_test_assert_status_has(
       hl_fence_wait(hl_invocation_signal_fence(inv), INV_DEADLINE()),
       HL_STATUS_UNAVAILABLE, "shard is offline", NULL);
   bool reached = true;
@@ -267,8 +269,8 @@ static void function_error_case(int stored) {
   hl_invocation_release(next);
   hl_invocation_release(inv);
   inv_wait_idle(d);
-  assert_true(inv_poll_bytes_in_use(d, 0, 10000));
-  assert_int_equal(inv_mem_stats(d).use_after_free, 0);
+  assert_true(hl_test_poll_bytes_in_use(d, 0, 10000));
+  assert_int_equal(hl_test_memory_stats(d).use_after_free, 0);
   hl_function_release(fresh);
   hl_function_release(f);
   hl_queue_release(q);
@@ -316,15 +318,15 @@ static void test_bad_results_and_arguments(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
   hl_device_t* d2 = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
-  hl_queue_t* q2 = inv_queue_create(d2);
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_queue_t* q2 = hl_test_queue_create(d2);
 
   hl_function_t* f =
       inv_function("null_result", 0, NULL, 2, fn_null_result, NULL);
   hl_invocation_t* inv = NULL;
   HL_ASSERT_OK(hl_invocation_create(f, q, &inv));
-  inv_assert_status_has(hl_invocation_invoke(inv), HL_STATUS_INTERNAL,
-                        "null_result", "result 1");
+  hl_test_assert_status_has(hl_invocation_invoke(inv), HL_STATUS_INTERNAL,
+                            "null_result", "result 1");
   HL_ASSERT_STATUS(
       hl_fence_wait(hl_invocation_signal_fence(inv), INV_DEADLINE()), INTERNAL);
   assert_int_equal(hl_invocation_result_count(inv), 0);
@@ -333,8 +335,9 @@ static void test_bad_results_and_arguments(void** state) {
 
   f = inv_function("foreign_result", 0, NULL, 1, fn_foreign_result, q2);
   HL_ASSERT_OK(hl_invocation_create(f, q, &inv));
-  inv_assert_status_has(hl_invocation_invoke(inv), HL_STATUS_INVALID_ARGUMENT,
-                        "foreign_result", "another device");
+  hl_test_assert_status_has(hl_invocation_invoke(inv),
+                            HL_STATUS_INVALID_ARGUMENT, "foreign_result",
+                            "another device");
   hl_invocation_release(inv);
   hl_function_release(f);
 
@@ -343,16 +346,16 @@ static void test_bad_results_and_arguments(void** state) {
   hl_buffer_t* foreign = NULL;
   HL_ASSERT_OK(inv_fresh_filled(q2, NULL, NULL, SIZE, 1, &foreign));
   HL_ASSERT_OK(hl_invocation_create(f, q, &inv));
-  inv_assert_status_has(hl_invocation_add_argument(inv, foreign),
-                        HL_STATUS_INVALID_ARGUMENT, "another device", NULL);
+  hl_test_assert_status_has(hl_invocation_add_argument(inv, foreign),
+                            HL_STATUS_INVALID_ARGUMENT, "another device", NULL);
   hl_invocation_release(inv);
   hl_buffer_release(foreign);
   hl_function_release(f);
 
   inv_wait_idle(d);
   inv_wait_idle(d2);
-  assert_true(inv_poll_bytes_in_use(d, 0, 10000));
-  assert_true(inv_poll_bytes_in_use(d2, 0, 10000));
+  assert_true(hl_test_poll_bytes_in_use(d, 0, 10000));
+  assert_true(hl_test_poll_bytes_in_use(d2, 0, 10000));
   hl_queue_release(q2);
   hl_queue_release(q);
   hl_device_release(d2);
@@ -371,10 +374,11 @@ static void test_registry(void** state) {
       inv_function("inv_test.registered", 0, NULL, 0, fn_noop, NULL);
   HL_ASSERT_STATUS(hl_function_register(NULL), INVALID_ARGUMENT);
   HL_ASSERT_OK(hl_function_register(f));
-  inv_assert_status_has(hl_function_register(f), HL_STATUS_ALREADY_EXISTS,
-                        "inv_test.registered", NULL);
-  inv_assert_status_has(hl_function_register(twin), HL_STATUS_ALREADY_EXISTS,
-                        "inv_test.registered", NULL);
+  hl_test_assert_status_has(hl_function_register(f), HL_STATUS_ALREADY_EXISTS,
+                            "inv_test.registered", NULL);
+  hl_test_assert_status_has(hl_function_register(twin),
+                            HL_STATUS_ALREADY_EXISTS, "inv_test.registered",
+                            NULL);
 
   hl_function_t* found = NULL;
   HL_ASSERT_OK(hl_function_lookup("inv_test.registered", &found));
@@ -385,18 +389,18 @@ static void test_registry(void** state) {
   hl_function_release(found);
 
   found = (hl_function_t*)0x1;
-  inv_assert_status_has(hl_function_lookup("inv_test.unknown", &found),
-                        HL_STATUS_NOT_FOUND, "inv_test.unknown", NULL);
+  hl_test_assert_status_has(hl_function_lookup("inv_test.unknown", &found),
+                            HL_STATUS_NOT_FOUND, "inv_test.unknown", NULL);
   assert_null(found);
   HL_ASSERT_STATUS(hl_function_lookup(NULL, &found), INVALID_ARGUMENT);
   HL_ASSERT_STATUS(hl_function_lookup("inv_test.registered", NULL),
                    INVALID_ARGUMENT);
 
   HL_ASSERT_OK(hl_function_unregister("inv_test.registered"));
-  inv_assert_status_has(hl_function_lookup("inv_test.registered", &found),
-                        HL_STATUS_NOT_FOUND, "inv_test.registered", NULL);
-  inv_assert_status_has(hl_function_unregister("inv_test.registered"),
-                        HL_STATUS_NOT_FOUND, "inv_test.registered", NULL);
+  hl_test_assert_status_has(hl_function_lookup("inv_test.registered", &found),
+                            HL_STATUS_NOT_FOUND, "inv_test.registered", NULL);
+  hl_test_assert_status_has(hl_function_unregister("inv_test.registered"),
+                            HL_STATUS_NOT_FOUND, "inv_test.registered", NULL);
   HL_ASSERT_STATUS(hl_function_unregister(NULL), NOT_FOUND);
   // The name is free again.
   HL_ASSERT_OK(hl_function_register(twin));

@@ -26,7 +26,7 @@ static void expect_no_fallback(hl_device_t* d) {
   hl_invocation_stats_t s = inv_stats(d);
   assert_int_equal(s.fallback_releases_frontier, 0);
   assert_int_equal(s.fallback_releases_device_sync, 0);
-  hl_memory_stats_t m = inv_mem_stats(d);
+  hl_memory_stats_t m = hl_test_memory_stats(d);
   assert_int_equal(m.fallback_releases_frontier, 0);
   assert_int_equal(m.fallback_releases_device_sync, 0);
 }
@@ -37,7 +37,7 @@ static void expect_no_fallback(hl_device_t* d) {
 
 static void unique_result_case(bool no_alias) {
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0xA5A5F00Du);
   hl_function_t* f = inv_function("unique", 0, NULL, 1, inv_fn_fresh, &c);
@@ -61,21 +61,21 @@ static void unique_result_case(bool no_alias) {
   assert_int_equal(hl_buffer_length(r), SIZE);
   inv_wait_signal(inv);
   inv_expect_fill(q, hl_invocation_signal_fence(inv), r, c.pattern);
-  assert_int_equal(inv_mem_stats(d).bytes_in_use, SIZE);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, SIZE);
 
   // The invocation going first changes nothing: the caller holds the result.
   hl_invocation_release(inv);
   inv_wait_idle(d);
   assert_int_equal(inv_stats(d).async_deallocs, s0.async_deallocs);
-  assert_int_equal(inv_mem_stats(d).bytes_in_use, SIZE);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, SIZE);
   assert_false(hl_buffer_is_freed(r));
 
-  uint64_t deallocas = inv_mem_stats(d).deallocas;
+  uint64_t deallocas = hl_test_memory_stats(d).deallocas;
   hl_buffer_release(r);
   hl_invocation_stats_t s2 = inv_stats(d);
   expect_delta(&s0, &s2, 1, 1, 0, 0, 1);
   inv_wait_idle(d);
-  hl_memory_stats_t m = inv_mem_stats(d);
+  hl_memory_stats_t m = hl_test_memory_stats(d);
   assert_int_equal(m.bytes_in_use, 0);
   assert_int_equal(m.deallocas, deallocas + 1);
   assert_int_equal(m.use_after_free, 0);
@@ -101,7 +101,7 @@ static void test_unique_result_flag_off(void** state) {
 static void test_untaken_result_freed_with_invocation(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0x01020304u);
   hl_function_t* f = inv_function("untaken", 0, NULL, 1, inv_fn_fresh, &c);
@@ -114,8 +114,8 @@ static void test_untaken_result_freed_with_invocation(void** state) {
     expect_delta(&s0, &s1, 1, 1, 0, 0, 1);
   }
   inv_wait_idle(d);
-  assert_int_equal(inv_mem_stats(d).bytes_in_use, 0);
-  assert_int_equal(inv_mem_stats(d).use_after_free, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).use_after_free, 0);
   expect_no_fallback(d);
   hl_function_release(f);
   hl_queue_release(q);
@@ -128,15 +128,15 @@ static void test_untaken_result_freed_with_invocation(void** state) {
 static void test_result_released_before_completion(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
-  hl_queue_t* q2 = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_queue_t* q2 = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0xCAFEF00Du);
   hl_function_t* f = inv_function("early", 0, NULL, 1, inv_fn_fresh, &c);
 
   // Hold the invocation's queue until the release has happened.
-  hl_semaphore_t* gate = inv_sem_create();
-  hl_fence_t* gate_fence = inv_fence(gate, 1);
+  hl_semaphore_t* gate = hl_test_semaphore_create();
+  hl_fence_t* gate_fence = hl_test_fence(gate, 1);
   hl_invocation_t* inv = NULL;
   HL_ASSERT_OK(hl_invocation_create(f, q, &inv));
   HL_ASSERT_OK(hl_invocation_add_wait(inv, gate, 1));
@@ -146,8 +146,8 @@ static void test_result_released_before_completion(void** state) {
   // A read on another queue, ordered after the function by its signal.
   uint32_t* words = calloc(SIZE / 4, 4);
   assert_non_null(words);
-  hl_semaphore_t* read_done = inv_sem_create();
-  hl_fence_t* read_fence = inv_fence(read_done, 1);
+  hl_semaphore_t* read_done = hl_test_semaphore_create();
+  hl_fence_t* read_fence = hl_test_fence(read_done, 1);
   HL_ASSERT_OK(hl_queue_read(q2, hl_invocation_signal_fence(inv), read_fence, r,
                              0, words, SIZE));
   hl_buffer_release(r);
@@ -160,8 +160,8 @@ static void test_result_released_before_completion(void** state) {
     assert_int_equal(words[i], c.pattern);
   }
   inv_wait_idle(d);
-  assert_int_equal(inv_mem_stats(d).bytes_in_use, 0);
-  assert_int_equal(inv_mem_stats(d).use_after_free, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).use_after_free, 0);
   HL_ASSERT_OK(hl_queue_status(q));
   HL_ASSERT_OK(hl_queue_status(q2));
   expect_no_fallback(d);
@@ -183,7 +183,7 @@ static void test_result_released_before_completion(void** state) {
 
 static void two_views_case(bool no_alias) {
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0x5A5A0F0Fu);
   hl_function_t* f =
@@ -201,20 +201,20 @@ static void two_views_case(bool no_alias) {
   assert_int_equal(hl_buffer_offset(b), SIZE);
   inv_wait_signal(inv);
   hl_invocation_release(inv);
-  assert_int_equal(inv_mem_stats(d).bytes_in_use, 2 * SIZE);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 2 * SIZE);
 
   hl_buffer_release(a);
   inv_wait_idle(d);
   assert_int_equal(inv_stats(d).async_deallocs, 0);
-  assert_int_equal(inv_mem_stats(d).bytes_in_use, 2 * SIZE);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 2 * SIZE);
   assert_false(hl_buffer_is_freed(b));
   inv_expect_fill(q, NULL, b, ~c.pattern);
 
   hl_buffer_release(b);
   assert_int_equal(inv_stats(d).async_deallocs, 1);
   inv_wait_idle(d);
-  assert_int_equal(inv_mem_stats(d).bytes_in_use, 0);
-  assert_int_equal(inv_mem_stats(d).use_after_free, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).use_after_free, 0);
   expect_no_fallback(d);
   hl_function_release(f);
   hl_queue_release(q);
@@ -254,7 +254,7 @@ static hl_status_t fn_same_twice(void* user, hl_queue_t* queue,
 static void test_same_buffer_twice(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0x77665544u);
   hl_function_t* f = inv_function("same_twice", 0, NULL, 2, fn_same_twice, &c);
@@ -270,13 +270,13 @@ static void test_same_buffer_twice(void** state) {
   hl_buffer_release(a);
   inv_wait_idle(d);
   assert_int_equal(inv_stats(d).async_deallocs, 0);
-  assert_int_equal(inv_mem_stats(d).bytes_in_use, SIZE);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, SIZE);
   inv_expect_fill(q, NULL, b, c.pattern);
   hl_buffer_release(b);
   assert_int_equal(inv_stats(d).async_deallocs, 1);
   inv_wait_idle(d);
-  assert_int_equal(inv_mem_stats(d).bytes_in_use, 0);
-  assert_int_equal(inv_mem_stats(d).use_after_free, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).use_after_free, 0);
   expect_no_fallback(d);
   hl_function_release(f);
   hl_queue_release(q);
@@ -288,7 +288,7 @@ static void test_same_buffer_twice(void** state) {
 // caller's release.
 static void global_case(bool no_alias) {
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0x13579BDFu);
   hl_function_t* f = inv_function("global", 0, NULL, 1, inv_fn_global, &c);
@@ -308,9 +308,9 @@ static void global_case(bool no_alias) {
   hl_invocation_stats_t s2 = inv_stats(d);
   expect_delta(&s0, &s2, 1, 0, 1, 1, 0);
   assert_false(hl_buffer_is_freed(c.kept));
-  assert_int_equal(inv_mem_stats(d).bytes_in_use, SIZE);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, SIZE);
   inv_expect_fill(q, NULL, c.kept, c.pattern);
-  assert_int_equal(inv_mem_stats(d).use_after_free, 0);
+  assert_int_equal(hl_test_memory_stats(d).use_after_free, 0);
   HL_ASSERT_OK(hl_queue_status(q));
   expect_no_fallback(d);
 
@@ -318,7 +318,7 @@ static void global_case(bool no_alias) {
   HL_ASSERT_OK(hl_buffer_unregister_global(c.kept));
   hl_buffer_release(c.kept);
   c.kept = NULL;
-  assert_true(inv_poll_bytes_in_use(d, 0, 10000));
+  assert_true(hl_test_poll_bytes_in_use(d, 0, 10000));
   assert_int_equal(inv_stats(d).fallback_releases_frontier, 1);
   assert_int_equal(inv_stats(d).async_deallocs, 0);
   hl_function_release(f);
@@ -342,7 +342,7 @@ static void test_global_result_flag_on(void** state) {
 
 static void argument_case(hl_function_fn_t fn, bool no_alias, bool view) {
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0x2468ACE0u);
   const hl_access_t access[1] = {HL_ACCESS_READ_WRITE};
@@ -367,7 +367,7 @@ static void argument_case(hl_function_fn_t fn, bool no_alias, bool view) {
   hl_invocation_stats_t s2 = inv_stats(d);
   expect_delta(&s0, &s2, 1, 0, 1, 1, 0);
   assert_false(hl_buffer_is_freed(arg));
-  assert_int_equal(inv_mem_stats(d).bytes_in_use, 2 * SIZE);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 2 * SIZE);
   uint32_t* words = calloc(2 * SIZE / 4, 4);
   assert_non_null(words);
   HL_ASSERT_OK(inv_read_status(q, NULL, arg, words, 2 * SIZE));
@@ -376,10 +376,10 @@ static void argument_case(hl_function_fn_t fn, bool no_alias, bool view) {
     assert_int_equal(words[i], expected);
   }
   free(words);
-  assert_int_equal(inv_mem_stats(d).use_after_free, 0);
+  assert_int_equal(hl_test_memory_stats(d).use_after_free, 0);
   expect_no_fallback(d);
   hl_buffer_release(arg);
-  assert_true(inv_poll_bytes_in_use(d, 0, 10000));
+  assert_true(hl_test_poll_bytes_in_use(d, 0, 10000));
   hl_function_release(f);
   hl_queue_release(q);
   hl_device_release(d);
@@ -413,7 +413,7 @@ static void test_argument_subview_returned_flag_off(void** state) {
 // is imported sync and nothing is freed early.
 static void hidden_flag_off_case(hl_fallback_mode_t mode) {
   hl_device_t* d = inv_device_create_mode(mode);
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0xDEADBEEFu);
   hl_function_t* f = inv_function("hidden", 0, NULL, 1, inv_fn_hidden, &c);
@@ -428,14 +428,14 @@ static void hidden_flag_off_case(hl_fallback_mode_t mode) {
 
   assert_false(hl_buffer_is_freed(c.kept));
   inv_expect_fill(q, NULL, c.kept, c.pattern);
-  assert_int_equal(inv_mem_stats(d).use_after_free, 0);
+  assert_int_equal(hl_test_memory_stats(d).use_after_free, 0);
   HL_ASSERT_OK(hl_queue_status(q));
   assert_int_equal(inv_stats(d).async_deallocs, 0);
   expect_no_fallback(d);
 
   hl_buffer_release(c.kept);
   c.kept = NULL;
-  assert_true(inv_poll_bytes_in_use(d, 0, 10000));
+  assert_true(hl_test_poll_bytes_in_use(d, 0, 10000));
   hl_invocation_stats_t s2 = inv_stats(d);
   if (mode == HL_FALLBACK_DEVICE_SYNC) {
     assert_int_equal(s2.fallback_releases_device_sync, 1);
@@ -444,7 +444,7 @@ static void hidden_flag_off_case(hl_fallback_mode_t mode) {
     assert_int_equal(s2.fallback_releases_frontier, 1);
     assert_int_equal(s2.fallback_releases_device_sync, 0);
   }
-  assert_int_equal(inv_mem_stats(d).use_after_free, 0);
+  assert_int_equal(hl_test_memory_stats(d).use_after_free, 0);
   hl_function_release(f);
   hl_queue_release(q);
   hl_device_release(d);
@@ -465,7 +465,7 @@ static void test_hidden_reference_flag_off_device_sync(void** state) {
 static void test_hidden_reference_flag_on_use_after_free(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0xFEEDFACEu);
   hl_function_t* f = inv_function("hidden", 0, NULL, 1, inv_fn_hidden, &c);
@@ -479,15 +479,16 @@ static void test_hidden_reference_flag_on_use_after_free(void** state) {
   hl_buffer_release(r);
   hl_invocation_release(inv);
   assert_int_equal(inv_stats(d).async_deallocs, 1);
-  assert_int_equal(inv_mem_stats(d).use_after_free, 0);
+  assert_int_equal(hl_test_memory_stats(d).use_after_free, 0);
 
   uint32_t word = 0;
-  inv_assert_status_has(inv_read_status(q, NULL, c.kept, &word, 4),
-                        HL_STATUS_FAILED_PRECONDITION, "use after free", NULL);
+  hl_test_assert_status_has(inv_read_status(q, NULL, c.kept, &word, 4),
+                            HL_STATUS_FAILED_PRECONDITION, "use after free",
+                            NULL);
   assert_true(hl_buffer_is_freed(c.kept));
-  assert_true(inv_mem_stats(d).use_after_free >= 1);
-  inv_assert_status_has(hl_queue_status(q), HL_STATUS_FAILED_PRECONDITION,
-                        "use after free", NULL);
+  assert_true(hl_test_memory_stats(d).use_after_free >= 1);
+  hl_test_assert_status_has(hl_queue_status(q), HL_STATUS_FAILED_PRECONDITION,
+                            "use after free", NULL);
   expect_no_fallback(d);
 
   hl_buffer_release(c.kept);
@@ -550,8 +551,8 @@ static hl_status_t fn_external(void* user, hl_queue_t* queue,
 static void test_ineligible_roots_imported_sync(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
-  hl_queue_t* q2 = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_queue_t* q2 = hl_test_queue_create(d);
   hl_function_t* f =
       inv_function("other_queue", 0, NULL, 1, fn_other_queue, q2);
   external_config_t ext;
@@ -579,7 +580,7 @@ static void test_ineligible_roots_imported_sync(void** state) {
     hl_buffer_release(r);
     hl_invocation_release(inv);
   }
-  assert_true(inv_poll_bytes_in_use(d, 0, 10000));
+  assert_true(hl_test_poll_bytes_in_use(d, 0, 10000));
   inv_wait_idle(d);
   hl_time_t deadline = hl_deadline_after(10000 * INV_MS);
   while (atomic_load(&ext.released) < 2 && hl_time_now() < deadline) {
@@ -587,7 +588,7 @@ static void test_ineligible_roots_imported_sync(void** state) {
   }
   assert_int_equal(atomic_load(&ext.released), 2);
   assert_int_equal(inv_stats(d).async_deallocs, 0);
-  assert_int_equal(inv_mem_stats(d).use_after_free, 0);
+  assert_int_equal(hl_test_memory_stats(d).use_after_free, 0);
   free(ext.memory);
   hl_function_release(fe);
   hl_function_release(f);
@@ -601,14 +602,14 @@ static void test_ineligible_roots_imported_sync(void** state) {
 static void test_explicit_dealloca_of_async_result(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0x31415926u);
   hl_function_t* f = inv_function("fresh", 0, NULL, 1, inv_fn_fresh, &c);
   hl_invocation_t* inv = inv_invoke(f, q, NULL, 0, true);
   hl_buffer_t* r = inv_take(inv, 0);
-  hl_semaphore_t* s = inv_sem_create();
-  hl_fence_t* done = inv_fence(s, 1);
+  hl_semaphore_t* s = hl_test_semaphore_create();
+  hl_fence_t* done = hl_test_fence(s, 1);
   HL_ASSERT_OK(hl_queue_dealloca(q, hl_invocation_signal_fence(inv), done, r));
   HL_ASSERT_OK(hl_semaphore_wait(s, 1, INV_DEADLINE()));
   inv_wait_idle(d);
@@ -616,7 +617,7 @@ static void test_explicit_dealloca_of_async_result(void** state) {
   hl_buffer_release(r);
   hl_invocation_release(inv);
   inv_wait_idle(d);
-  hl_memory_stats_t m = inv_mem_stats(d);
+  hl_memory_stats_t m = hl_test_memory_stats(d);
   assert_int_equal(m.deallocas, 1);
   assert_int_equal(m.bytes_in_use, 0);
   assert_int_equal(m.use_after_free, 0);
@@ -649,8 +650,8 @@ static hl_status_t fn_write_arg(void* user, hl_queue_t* queue,
 static void test_export_orders_arguments(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
-  hl_queue_t* q2 = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_queue_t* q2 = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0x99999999u);
   const hl_access_t read[1] = {HL_ACCESS_READ};
@@ -662,8 +663,8 @@ static void test_export_orders_arguments(void** state) {
   inv_wait_idle(d);
 
   // A write on q2 held back by a gate: the reader must see it.
-  hl_semaphore_t* gate = inv_sem_create();
-  hl_fence_t* gate_fence = inv_fence(gate, 1);
+  hl_semaphore_t* gate = hl_test_semaphore_create();
+  hl_fence_t* gate_fence = hl_test_fence(gate, 1);
   HL_ASSERT_OK(hl_queue_fill(q2, gate_fence, NULL, arg, 0, SIZE, 0x22222222u));
   hl_invocation_t* inv = inv_invoke(copy, q, &arg, 1, true);
   hl_buffer_t* r = inv_take(inv, 0);
@@ -673,12 +674,12 @@ static void test_export_orders_arguments(void** state) {
   hl_invocation_release(inv);
 
   // A read on q2 held back by a gate: the writer must not overtake it.
-  hl_semaphore_t* gate2 = inv_sem_create();
-  hl_fence_t* gate2_fence = inv_fence(gate2, 1);
+  hl_semaphore_t* gate2 = hl_test_semaphore_create();
+  hl_fence_t* gate2_fence = hl_test_fence(gate2, 1);
   uint32_t* words = calloc(SIZE / 4, 4);
   assert_non_null(words);
-  hl_semaphore_t* read_done = inv_sem_create();
-  hl_fence_t* read_fence = inv_fence(read_done, 1);
+  hl_semaphore_t* read_done = hl_test_semaphore_create();
+  hl_fence_t* read_fence = hl_test_fence(read_done, 1);
   HL_ASSERT_OK(hl_queue_read(q2, gate2_fence, read_fence, arg, 0, words, SIZE));
   inv = inv_invoke(writer, q, &arg, 1, true);
   assert_int_equal(hl_invocation_result_count(inv), 0);
@@ -688,8 +689,8 @@ static void test_export_orders_arguments(void** state) {
   uint64_t signal_value = 0;
   hl_fence_entry(hl_invocation_signal_fence(inv), 0, &signal_sem,
                  &signal_value);
-  hl_fence_t* use = inv_fence(NULL, 0);
-  hl_fence_t* barrier = inv_fence(NULL, 0);
+  hl_fence_t* use = hl_test_fence(NULL, 0);
+  hl_fence_t* barrier = hl_test_fence(NULL, 0);
   HL_ASSERT_OK(hl_buffer_use_fence(arg, use));
   HL_ASSERT_OK(hl_buffer_mutation_barrier(arg, barrier));
   bool in_use = false, in_barrier = false;
@@ -721,7 +722,7 @@ static void test_export_orders_arguments(void** state) {
   hl_invocation_release(inv);
 
   inv_wait_idle(d);
-  assert_int_equal(inv_mem_stats(d).use_after_free, 0);
+  assert_int_equal(hl_test_memory_stats(d).use_after_free, 0);
   HL_ASSERT_OK(hl_queue_status(q));
   HL_ASSERT_OK(hl_queue_status(q2));
   free(words);
@@ -762,7 +763,7 @@ static hl_status_t fn_read_barrier(void* user, hl_queue_t* queue,
 static void test_argument_use_fence_stays_bounded(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   const hl_access_t read[1] = {HL_ACCESS_READ};
   hl_function_t* f = inv_function("reader", 1, read, 0, fn_read_barrier, NULL);
   hl_buffer_t* weights = NULL;
@@ -774,7 +775,7 @@ static void test_argument_use_fence_stays_bounded(void** state) {
     hl_invocation_release(inv);
   }
   inv_wait_idle(d);
-  hl_fence_t* use = inv_fence(NULL, 0);
+  hl_fence_t* use = hl_test_fence(NULL, 0);
   HL_ASSERT_OK(hl_buffer_use_fence(weights, use));
   size_t entries = hl_fence_count(use);
   print_message(
@@ -783,7 +784,7 @@ static void test_argument_use_fence_stays_bounded(void** state) {
       n, entries);
   hl_fence_release(use);
   hl_buffer_release(weights);
-  assert_true(inv_poll_bytes_in_use(d, 0, 10000));
+  assert_true(hl_test_poll_bytes_in_use(d, 0, 10000));
   hl_function_release(f);
   hl_queue_release(q);
   hl_device_release(d);

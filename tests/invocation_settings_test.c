@@ -40,7 +40,7 @@ static void test_source_names(void** state) {
 static void test_default_is_true(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 1);
   hl_function_t* f = inv_function("default", 0, NULL, 1, inv_fn_fresh, &c);
@@ -66,7 +66,7 @@ static void test_default_is_true(void** state) {
 static void test_precedence_query(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 1);
   hl_function_t* f = inv_function("precedence", 0, NULL, 1, inv_fn_fresh, &c);
@@ -140,7 +140,7 @@ static bool hidden_import_is_async(hl_device_t* d, hl_queue_t* q,
 static void test_precedence_behaviour(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
-  hl_queue_t* q = inv_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0x0BADF00Du);
   hl_function_t* f = inv_function("hidden", 0, NULL, 1, inv_fn_hidden, &c);
@@ -161,8 +161,8 @@ static void test_precedence_behaviour(void** state) {
     }
   }
   hl_set_assume_no_alias(HL_TRISTATE_UNSET);
-  assert_int_equal(inv_mem_stats(d).use_after_free, 0);
-  assert_true(inv_poll_bytes_in_use(d, 0, 10000));
+  assert_int_equal(hl_test_memory_stats(d).use_after_free, 0);
+  assert_true(hl_test_poll_bytes_in_use(d, 0, 10000));
   hl_function_release(f);
   hl_queue_release(q);
   hl_device_release(d);

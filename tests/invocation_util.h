@@ -44,32 +44,6 @@ static inline hl_device_t* inv_device_create(void) {
   return inv_device_create_mode(HL_FALLBACK_FRONTIER);
 }
 
-static inline hl_queue_t* inv_queue_create(hl_device_t* device) {
-  hl_queue_t* q = NULL;
-  HL_ASSERT_OK(hl_queue_create(device, &q));
-  return q;
-}
-
-static inline hl_semaphore_t* inv_sem_create(void) {
-  hl_semaphore_t* s = NULL;
-  HL_ASSERT_OK(hl_semaphore_create(0, hl_allocator_system(), &s));
-  return s;
-}
-
-// A fence holding |s|@|v|, or an empty one when |s| is NULL.
-static inline hl_fence_t* inv_fence(hl_semaphore_t* s, uint64_t v) {
-  hl_fence_t* f = NULL;
-  HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &f));
-  if (s) HL_ASSERT_OK(hl_fence_insert(f, s, v));
-  return f;
-}
-
-static inline hl_memory_stats_t inv_mem_stats(hl_device_t* d) {
-  hl_memory_stats_t s;
-  HL_ASSERT_OK(hl_device_memory_stats(d, &s));
-  return s;
-}
-
 static inline hl_invocation_stats_t inv_stats(hl_device_t* d) {
   hl_invocation_stats_t s;
   HL_ASSERT_OK(hl_device_invocation_stats(d, &s));
@@ -78,39 +52,6 @@ static inline hl_invocation_stats_t inv_stats(hl_device_t* d) {
 
 static inline void inv_wait_idle(hl_device_t* d) {
   HL_ASSERT_OK(hl_device_wait_idle(d, INV_DEADLINE()));
-}
-
-// Polls until bytes_in_use is |bytes| or |timeout_ms| passes; returns whether
-// it got there. Fallback (frontier) frees finish on a runtime thread.
-static inline bool inv_poll_bytes_in_use(hl_device_t* d, uint64_t bytes,
-                                         int timeout_ms) {
-  hl_time_t deadline = hl_deadline_after(timeout_ms * INV_MS);
-  for (;;) {
-    if (inv_mem_stats(d).bytes_in_use == bytes) return true;
-    if (hl_time_now() > deadline) return false;
-    hl_test_sleep_ms(2);
-  }
-}
-
-// Asserts |status| has |code| and its text contains each non-NULL needle;
-// frees it.
-static inline void inv_assert_status_has(hl_status_t status,
-                                         hl_status_code_t code,
-                                         const char* needle1,
-                                         const char* needle2) {
-  char text[2048];
-  hl_status_format(status, text, sizeof(text));
-  hl_status_code_t got = hl_status_code(status);
-  hl_status_free(status);
-  if (got != code) {
-    fail_msg("expected %s, got \"%s\"", hl_status_code_name(code), text);
-  }
-  if (needle1 && !strstr(text, needle1)) {
-    fail_msg("status \"%s\" does not mention \"%s\"", text, needle1);
-  }
-  if (needle2 && !strstr(text, needle2)) {
-    fail_msg("status \"%s\" does not mention \"%s\"", text, needle2);
-  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -11,8 +11,8 @@
 static void test_alloca_handle_then_usable(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* q = mem_queue_create(d);
-  hl_semaphore_t* s = mem_sem_create();
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_semaphore_t* s = hl_test_semaphore_create();
 
   hl_buffer_t* b = mem_alloca(q, NULL, 0, s, 1, 4 * KIB);
   assert_int_equal(hl_buffer_length(b), 4 * KIB);
@@ -23,7 +23,7 @@ static void test_alloca_handle_then_usable(void** state) {
   mem_wait(s, 1);
   assert_non_null(hl_buffer_device_pointer(b));
   assert_false(hl_buffer_is_freed(b));
-  hl_memory_stats_t st = mem_stats(d);
+  hl_memory_stats_t st = hl_test_memory_stats(d);
   assert_int_equal(st.allocas, 1);
   assert_int_equal(st.bytes_in_use, 4 * KIB);
 
@@ -44,7 +44,7 @@ static void test_alloca_handle_then_usable(void** state) {
   mem_wait(s, 2);
   assert_true(hl_buffer_is_freed(b));
   hl_buffer_release(b);
-  assert_int_equal(mem_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
 
   hl_semaphore_release(s);
   hl_queue_release(q);
@@ -54,15 +54,15 @@ static void test_alloca_handle_then_usable(void** state) {
 static void test_alloca_parked_commits_after_signal(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* q = mem_queue_create(d);
-  hl_semaphore_t* gate = mem_sem_create();
-  hl_semaphore_t* s = mem_sem_create();
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_semaphore_t* gate = hl_test_semaphore_create();
+  hl_semaphore_t* s = hl_test_semaphore_create();
 
   hl_buffer_t* b = mem_alloca(q, gate, 1, s, 1, 64 * KIB);
   // Nothing may happen before the host signals |gate|.
   hl_test_sleep_ms(20);
   assert_null(hl_buffer_device_pointer(b));
-  assert_int_equal(mem_stats(d).allocas, 0);
+  assert_int_equal(hl_test_memory_stats(d).allocas, 0);
   assert_int_equal(mem_queue_stats(q).allocas, 0);
   uint64_t value = 99;
   HL_ASSERT_OK(hl_semaphore_query(s, &value));
@@ -71,13 +71,13 @@ static void test_alloca_parked_commits_after_signal(void** state) {
   HL_ASSERT_OK(hl_semaphore_signal(gate, 1));
   mem_wait(s, 1);
   assert_non_null(hl_buffer_device_pointer(b));
-  assert_int_equal(mem_stats(d).allocas, 1);
-  assert_int_equal(mem_stats(d).bytes_in_use, 64 * KIB);
+  assert_int_equal(hl_test_memory_stats(d).allocas, 1);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 64 * KIB);
 
   mem_dealloca(q, NULL, 0, s, 2, b);
   hl_buffer_release(b);
   mem_wait(s, 2);
-  assert_int_equal(mem_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
 
   hl_semaphore_release(s);
   hl_semaphore_release(gate);
@@ -89,7 +89,7 @@ static void test_alloca_parked_commits_after_signal(void** state) {
 static void test_full_cycle_one_queue(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* q = mem_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   const uint64_t n = 16 * KIB;
   uint8_t* src = malloc(n);
   uint8_t* dst = malloc(n);
@@ -113,7 +113,7 @@ static void test_full_cycle_one_queue(void** state) {
     if (dst[i] != want)
       fail_msg("byte %llu: %u != %u", (unsigned long long)i, dst[i], want);
   }
-  hl_memory_stats_t st = mem_stats(d);
+  hl_memory_stats_t st = hl_test_memory_stats(d);
   assert_int_equal(st.bytes_in_use, 0);
   assert_int_equal(st.allocas, 2);
   free(src);
@@ -126,9 +126,9 @@ static void test_full_cycle_one_queue(void** state) {
 static void test_full_cycle_two_queues(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* q0 = mem_queue_create(d);
-  hl_queue_t* q1 = mem_queue_create(d);
-  hl_semaphore_t* s = mem_sem_create();
+  hl_queue_t* q0 = hl_test_queue_create(d);
+  hl_queue_t* q1 = hl_test_queue_create(d);
+  hl_semaphore_t* s = hl_test_semaphore_create();
   const uint64_t n = 8 * KIB;
   uint32_t* src = malloc(n);
   uint32_t* dst = malloc(n);
@@ -137,18 +137,18 @@ static void test_full_cycle_two_queues(void** state) {
 
   hl_buffer_t* a = mem_alloca(q0, NULL, 0, s, 1, n);
   hl_buffer_t* b = mem_alloca(q1, s, 1, s, 2, n);
-  hl_fence_t* w = mem_fence(s, 2);
-  hl_fence_t* sig = mem_fence(s, 3);
+  hl_fence_t* w = hl_test_fence(s, 2);
+  hl_fence_t* sig = hl_test_fence(s, 3);
   HL_ASSERT_OK(hl_queue_write(q1, w, sig, src, a, 0, n));
   hl_fence_release(w);
   hl_fence_release(sig);
-  w = mem_fence(s, 3);
-  sig = mem_fence(s, 4);
+  w = hl_test_fence(s, 3);
+  sig = hl_test_fence(s, 4);
   HL_ASSERT_OK(hl_queue_fill(q0, w, sig, a, 0, 16, 0x01020304u));
   hl_fence_release(w);
   hl_fence_release(sig);
-  w = mem_fence(s, 4);
-  sig = mem_fence(s, 5);
+  w = hl_test_fence(s, 4);
+  sig = hl_test_fence(s, 5);
   HL_ASSERT_OK(hl_queue_copy(q1, w, sig, a, 0, b, 0, n));
   hl_fence_release(w);
   hl_fence_release(sig);
@@ -156,8 +156,8 @@ static void test_full_cycle_two_queues(void** state) {
   // root's use fence, not through anything the caller passed.
   mem_dealloca(q0, NULL, 0, NULL, 0, a);
   hl_buffer_release(a);
-  w = mem_fence(s, 5);
-  sig = mem_fence(s, 6);
+  w = hl_test_fence(s, 5);
+  sig = hl_test_fence(s, 6);
   HL_ASSERT_OK(hl_queue_read(q0, w, sig, b, 0, dst, n));
   hl_fence_release(w);
   hl_fence_release(sig);
@@ -171,8 +171,8 @@ static void test_full_cycle_two_queues(void** state) {
     if (dst[i] != want)
       fail_msg("word %llu: %08x != %08x", (unsigned long long)i, dst[i], want);
   }
-  assert_int_equal(mem_stats(d).bytes_in_use, 0);
-  assert_int_equal(mem_stats(d).deallocas, 2);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).deallocas, 2);
   free(src);
   free(dst);
   hl_semaphore_release(s);
@@ -186,8 +186,8 @@ static void test_full_cycle_two_queues(void** state) {
 static void test_chain_flat_memory(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* q[2] = {mem_queue_create(d), mem_queue_create(d)};
-  hl_semaphore_t* s = mem_sem_create();
+  hl_queue_t* q[2] = {hl_test_queue_create(d), hl_test_queue_create(d)};
+  hl_semaphore_t* s = hl_test_semaphore_create();
   const uint64_t steps = 1000;
   const uint64_t size = 4 * KIB;
   uint32_t* seen = calloc(steps, sizeof(uint32_t));
@@ -196,13 +196,13 @@ static void test_chain_flat_memory(void** state) {
     hl_queue_t* qa = q[i & 1];
     hl_queue_t* qb = q[(i >> 1) & 1];
     hl_buffer_t* b = mem_alloca(qa, v ? s : NULL, v, s, v + 1, size);
-    hl_fence_t* w = mem_fence(s, v + 1);
-    hl_fence_t* sig = mem_fence(s, v + 2);
+    hl_fence_t* w = hl_test_fence(s, v + 1);
+    hl_fence_t* sig = hl_test_fence(s, v + 2);
     HL_ASSERT_OK(hl_queue_fill(qb, w, sig, b, 0, size, (uint32_t)(i * 31 + 7)));
     hl_fence_release(w);
     hl_fence_release(sig);
-    w = mem_fence(s, v + 2);
-    sig = mem_fence(s, v + 3);
+    w = hl_test_fence(s, v + 2);
+    sig = hl_test_fence(s, v + 3);
     HL_ASSERT_OK(hl_queue_read(qa, w, sig, b, size - 4, &seen[i], 4));
     hl_fence_release(w);
     hl_fence_release(sig);
@@ -217,7 +217,7 @@ static void test_chain_flat_memory(void** state) {
       fail_msg("step %llu read %08x", (unsigned long long)i, seen[i]);
     }
   }
-  hl_memory_stats_t st = mem_stats(d);
+  hl_memory_stats_t st = hl_test_memory_stats(d);
   assert_int_equal(st.allocas, steps);
   assert_int_equal(st.bytes_in_use, 0);
   // Each step waits for the previous free, so at most one buffer is live
@@ -230,11 +230,12 @@ static void test_chain_flat_memory(void** state) {
   assert_true(st.bytes_reserved_peak <= 4 * size);
   // Deallocas are counted when their ops are released (completion thread).
   hl_time_t deadline = hl_deadline_after(2000 * MEM_MS);
-  while (mem_stats(d).deallocas < steps && hl_time_now() < deadline) {
+  while (hl_test_memory_stats(d).deallocas < steps &&
+         hl_time_now() < deadline) {
     hl_test_sleep_ms(2);
   }
-  assert_int_equal(mem_stats(d).deallocas, steps);
-  assert_int_equal(mem_stats(d).fallback_releases_frontier, 0);
+  assert_int_equal(hl_test_memory_stats(d).deallocas, steps);
+  assert_int_equal(hl_test_memory_stats(d).fallback_releases_frontier, 0);
   free(seen);
   hl_semaphore_release(s);
   hl_queue_release(q[0]);
@@ -245,22 +246,22 @@ static void test_chain_flat_memory(void** state) {
 static void test_bad_input(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* q = mem_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   hl_buffer_t* b = (hl_buffer_t*)(uintptr_t)1;
 
-  mem_assert_status_has(hl_queue_alloca(q, NULL, NULL, 0, 0, &b),
-                        HL_STATUS_INVALID_ARGUMENT, "0 bytes");
+  hl_test_assert_status_has(hl_queue_alloca(q, NULL, NULL, 0, 0, &b),
+                            HL_STATUS_INVALID_ARGUMENT, "0 bytes", NULL);
   assert_null(b);
-  mem_assert_status_has(
+  hl_test_assert_status_has(
       hl_queue_alloca(q, NULL, NULL, HL_BUFFER_MAX_SIZE + 1, 0, &b),
-      HL_STATUS_OUT_OF_RANGE, "281474976710657");
+      HL_STATUS_OUT_OF_RANGE, "281474976710657", NULL);
   assert_null(b);
   HL_ASSERT_STATUS(hl_queue_alloca(NULL, NULL, NULL, 64, 0, &b),
                    INVALID_ARGUMENT);
   HL_ASSERT_STATUS(hl_queue_alloca(q, NULL, NULL, 64, 0, NULL),
                    INVALID_ARGUMENT);
   HL_ASSERT_STATUS(hl_queue_alloca(q, NULL, NULL, 64, 1, &b), INVALID_ARGUMENT);
-  assert_int_equal(mem_stats(d).allocas, 0);
+  assert_int_equal(hl_test_memory_stats(d).allocas, 0);
 
   b = mem_alloca(q, NULL, 0, NULL, 0, 1 * KIB);
   hl_buffer_t* view = (hl_buffer_t*)(uintptr_t)1;
@@ -294,7 +295,7 @@ static void test_bad_input(void** state) {
 
   // A buffer of another device is rejected.
   hl_device_t* d2 = mem_device_create(NULL);
-  hl_queue_t* q2 = mem_queue_create(d2);
+  hl_queue_t* q2 = hl_test_queue_create(d2);
   HL_ASSERT_STATUS(hl_queue_dealloca(q2, NULL, NULL, b), INVALID_ARGUMENT);
   HL_ASSERT_STATUS(hl_queue_fill(q2, NULL, NULL, b, 0, 4, 0), INVALID_ARGUMENT);
   hl_queue_release(q2);
@@ -304,7 +305,7 @@ static void test_bad_input(void** state) {
   HL_ASSERT_OK(hl_queue_dealloca(q, NULL, NULL, b));
   hl_buffer_release(b);
   HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
-  assert_int_equal(mem_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
   hl_queue_release(q);
   hl_device_release(d);
 }

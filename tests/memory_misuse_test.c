@@ -11,13 +11,13 @@ static void test_use_after_free_checked_fails_queue(void** state) {
   mem_device_config_t cfg = {.checked = 1};
   hl_device_t* d = mem_device_create(&cfg);
   assert_true(hl_device_checked(d));
-  hl_queue_t* q = mem_queue_create(d);
-  hl_semaphore_t* s = mem_sem_create();
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_semaphore_t* s = hl_test_semaphore_create();
 
   hl_buffer_t* b = mem_alloca(q, NULL, 0, s, 1, 4 * KIB);
   mem_dealloca(q, s, 1, s, 2, b);
-  hl_fence_t* w = mem_fence(s, 2);
-  hl_fence_t* sig = mem_fence(s, 3);
+  hl_fence_t* w = hl_test_fence(s, 2);
+  hl_fence_t* sig = hl_test_fence(s, 3);
   HL_ASSERT_OK(hl_queue_fill(q, w, sig, b, 0, 4 * KIB, 0xDEADBEEFu));
   hl_fence_release(w);
   hl_fence_release(sig);
@@ -30,19 +30,19 @@ static void test_use_after_free_checked_fails_queue(void** state) {
   hl_status_format(st, text, sizeof(text));
   print_message("use after free: %s\n", text);
   assert_non_null(strstr(text, "queue_dealloca"));
-  mem_assert_status_has(st, HL_STATUS_FAILED_PRECONDITION, root_name);
+  hl_test_assert_status_has(st, HL_STATUS_FAILED_PRECONDITION, root_name, NULL);
   assert_true(hl_buffer_is_freed(b));
-  assert_true(mem_stats(d).use_after_free >= 1);
+  assert_true(hl_test_memory_stats(d).use_after_free >= 1);
 
   // Checked mode fails the queue, and later submissions with it.
-  mem_assert_status_has(hl_queue_status(q), HL_STATUS_FAILED_PRECONDITION,
-                        root_name);
-  hl_semaphore_t* s2 = mem_sem_create();
-  hl_fence_t* sig2 = mem_fence(s2, 1);
+  hl_test_assert_status_has(hl_queue_status(q), HL_STATUS_FAILED_PRECONDITION,
+                            root_name, NULL);
+  hl_semaphore_t* s2 = hl_test_semaphore_create();
+  hl_fence_t* sig2 = hl_test_fence(s2, 1);
   hl_status_t later = hl_queue_barrier(q, NULL, sig2);
   if (!later) later = hl_semaphore_wait(s2, 1, MEM_DEADLINE());
   hl_fence_release(sig2);
-  mem_assert_status_has(later, HL_STATUS_FAILED_PRECONDITION, NULL);
+  hl_test_assert_status_has(later, HL_STATUS_FAILED_PRECONDITION, NULL, NULL);
 
   hl_buffer_release(b);
   hl_semaphore_release(s2);
@@ -56,16 +56,17 @@ static void test_use_after_free_checked_fails_queue(void** state) {
 static void test_use_after_free_unchecked_fails_submission(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* q = mem_queue_create(d);
-  hl_semaphore_t* s = mem_sem_create();
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_semaphore_t* s = hl_test_semaphore_create();
   hl_buffer_t* b = mem_alloca(q, NULL, 0, NULL, 0, 4 * KIB);
   mem_dealloca(q, NULL, 0, s, 1, b);
   mem_wait(s, 1);
-  hl_fence_t* sig = mem_fence(s, 2);
+  hl_fence_t* sig = hl_test_fence(s, 2);
   HL_ASSERT_OK(hl_queue_fill(q, NULL, sig, b, 0, 4, 0));
   hl_fence_release(sig);
-  mem_assert_status_has(hl_semaphore_wait(s, 2, MEM_DEADLINE()),
-                        HL_STATUS_FAILED_PRECONDITION, "queue_dealloca");
+  hl_test_assert_status_has(hl_semaphore_wait(s, 2, MEM_DEADLINE()),
+                            HL_STATUS_FAILED_PRECONDITION, "queue_dealloca",
+                            NULL);
   HL_ASSERT_OK(hl_queue_status(q));
   hl_buffer_release(b);
   // The queue still works.
@@ -73,7 +74,7 @@ static void test_use_after_free_unchecked_fails_submission(void** state) {
   HL_ASSERT_OK(hl_queue_dealloca(q, NULL, NULL, c));
   hl_buffer_release(c);
   HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
-  assert_int_equal(mem_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
   hl_semaphore_release(s);
   hl_queue_release(q);
   hl_device_release(d);
@@ -81,10 +82,11 @@ static void test_use_after_free_unchecked_fails_submission(void** state) {
 
 static void wait_cancelled(hl_device_t* d, uint64_t count) {
   hl_time_t deadline = hl_deadline_after(5000 * MEM_MS);
-  while (mem_stats(d).deallocas_cancelled < count && hl_time_now() < deadline) {
+  while (hl_test_memory_stats(d).deallocas_cancelled < count &&
+         hl_time_now() < deadline) {
     hl_test_sleep_ms(1);
   }
-  assert_int_equal(mem_stats(d).deallocas_cancelled, count);
+  assert_int_equal(hl_test_memory_stats(d).deallocas_cancelled, count);
 }
 
 // Fills |b| with |pattern|, reads it back and checks every word.
@@ -102,21 +104,21 @@ static void fill_and_verify(hl_queue_t* q, hl_buffer_t* b, uint32_t pattern) {
 static void test_dealloca_wait_fails_early(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* q = mem_queue_create(d);
-  hl_semaphore_t* s = mem_sem_create();
-  hl_semaphore_t* w = mem_sem_create();
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_semaphore_t* s = hl_test_semaphore_create();
+  hl_semaphore_t* w = hl_test_semaphore_create();
   hl_buffer_t* b = mem_alloca(q, NULL, 0, s, 1, 16 * KIB);
   mem_wait(s, 1);
   void* ptr = hl_buffer_device_pointer(b);
 
   mem_dealloca(q, w, 1, s, 2, b);
   hl_semaphore_fail(w, HL_MAKE_STATUS(HL_STATUS_ABORTED, "producer gave up"));
-  mem_assert_status_has(hl_semaphore_wait(s, 2, MEM_DEADLINE()),
-                        HL_STATUS_ABORTED, "producer gave up");
+  hl_test_assert_status_has(hl_semaphore_wait(s, 2, MEM_DEADLINE()),
+                            HL_STATUS_ABORTED, "producer gave up", NULL);
   wait_cancelled(d, 1);
   assert_false(hl_buffer_is_freed(b));
   assert_ptr_equal(hl_buffer_device_pointer(b), ptr);
-  assert_int_equal(mem_stats(d).bytes_in_use, 16 * KIB);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 16 * KIB);
   fill_and_verify(q, b, 0x12345678u);
 
   // A second dealloca is allowed and frees.
@@ -124,8 +126,8 @@ static void test_dealloca_wait_fails_early(void** state) {
   HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
   assert_true(hl_buffer_is_freed(b));
   hl_buffer_release(b);
-  assert_int_equal(mem_stats(d).bytes_in_use, 0);
-  assert_int_equal(mem_stats(d).fallback_releases_frontier, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).fallback_releases_frontier, 0);
   hl_semaphore_release(w);
   hl_semaphore_release(s);
   hl_queue_release(q);
@@ -137,16 +139,16 @@ static void test_dealloca_wait_fails_early(void** state) {
 static void test_dealloca_wait_fails_late(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* qa = mem_queue_create(d);
-  hl_queue_t* qb = mem_queue_create(d);
-  hl_semaphore_t* s = mem_sem_create();
-  hl_semaphore_t* w = mem_sem_create();
+  hl_queue_t* qa = hl_test_queue_create(d);
+  hl_queue_t* qb = hl_test_queue_create(d);
+  hl_semaphore_t* s = hl_test_semaphore_create();
+  hl_semaphore_t* w = hl_test_semaphore_create();
   hl_buffer_t* b = mem_alloca(qa, NULL, 0, s, 1, 16 * KIB);
   mem_wait(s, 1);
 
   mem_gate_t gate;
   mem_gate_init(&gate, 0);
-  hl_fence_t* wsig = mem_fence(w, 1);
+  hl_fence_t* wsig = hl_test_fence(w, 1);
   HL_ASSERT_OK(hl_queue_host_call(qb, NULL, wsig, mem_gate_fn, &gate));
   hl_fence_release(wsig);
   assert_true(mem_poll_atomic(&gate.started, 1, 10000));
@@ -155,8 +157,8 @@ static void test_dealloca_wait_fails_late(void** state) {
   assert_false(hl_buffer_is_freed(b));
   hl_semaphore_fail(w, HL_MAKE_STATUS(HL_STATUS_CANCELLED, "late failure"));
   mem_gate_open(&gate);
-  mem_assert_status_has(hl_semaphore_wait(s, 2, MEM_DEADLINE()),
-                        HL_STATUS_CANCELLED, "late failure");
+  hl_test_assert_status_has(hl_semaphore_wait(s, 2, MEM_DEADLINE()),
+                            HL_STATUS_CANCELLED, "late failure", NULL);
   hl_status_ignore(hl_device_wait_idle(d, MEM_DEADLINE()));  // qa failed one.
   wait_cancelled(d, 1);
   assert_false(hl_buffer_is_freed(b));
@@ -165,7 +167,7 @@ static void test_dealloca_wait_fails_late(void** state) {
   HL_ASSERT_OK(hl_queue_wait_idle(qa, MEM_DEADLINE()));
   assert_true(hl_buffer_is_freed(b));
   hl_buffer_release(b);
-  assert_int_equal(mem_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
   assert_int_equal(atomic_load(&gate.timed_out), 0);
   hl_semaphore_release(w);
   hl_semaphore_release(s);
@@ -182,19 +184,19 @@ static void test_dealloca_wait_fails_late(void** state) {
 static void test_dealloca_again_right_after_cancel(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* q = mem_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   const int rounds = 200;
   int refused = 0;
   char first[512] = "";
   for (int i = 0; i < rounds; ++i) {
-    hl_semaphore_t* s = mem_sem_create();
-    hl_semaphore_t* w = mem_sem_create();
+    hl_semaphore_t* s = hl_test_semaphore_create();
+    hl_semaphore_t* w = hl_test_semaphore_create();
     hl_buffer_t* b = mem_alloca(q, NULL, 0, s, 1, 4 * KIB);
     mem_wait(s, 1);
     mem_dealloca(q, w, 1, s, 2, b);
     hl_semaphore_fail(w, HL_MAKE_STATUS(HL_STATUS_ABORTED, "gave up"));
-    mem_assert_status_has(hl_semaphore_wait(s, 2, MEM_DEADLINE()),
-                          HL_STATUS_ABORTED, NULL);
+    hl_test_assert_status_has(hl_semaphore_wait(s, 2, MEM_DEADLINE()),
+                              HL_STATUS_ABORTED, NULL, NULL);
     hl_status_t again = hl_queue_dealloca(q, NULL, NULL, b);
     if (again) {
       if (!refused++) hl_status_format(again, first, sizeof(first));
@@ -210,7 +212,7 @@ static void test_dealloca_again_right_after_cancel(void** state) {
     hl_semaphore_release(s);
   }
   HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
-  assert_int_equal(mem_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
   hl_queue_release(q);
   hl_device_release(d);
   if (refused) {
@@ -224,15 +226,16 @@ static void test_dealloca_again_right_after_cancel(void** state) {
 static void test_double_dealloca(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* q = mem_queue_create(d);
-  hl_queue_t* q2 = mem_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_queue_t* q2 = hl_test_queue_create(d);
   hl_buffer_t* b = mem_alloca(q, NULL, 0, NULL, 0, 4 * KIB);
   hl_buffer_t* view = NULL;
   HL_ASSERT_OK(hl_buffer_subview(b, 0, 1 * KIB, &view));
   HL_ASSERT_OK(hl_queue_dealloca(q, NULL, NULL, b));
   // Pending: the same root through another handle or queue is refused.
-  mem_assert_status_has(hl_queue_dealloca(q, NULL, NULL, b),
-                        HL_STATUS_FAILED_PRECONDITION, "double dealloca");
+  hl_test_assert_status_has(hl_queue_dealloca(q, NULL, NULL, b),
+                            HL_STATUS_FAILED_PRECONDITION, "double dealloca",
+                            NULL);
   HL_ASSERT_STATUS(hl_queue_dealloca(q2, NULL, NULL, view),
                    FAILED_PRECONDITION);
   HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
@@ -242,7 +245,7 @@ static void test_double_dealloca(void** state) {
   HL_ASSERT_OK(hl_queue_status(q));
   hl_buffer_release(view);
   hl_buffer_release(b);
-  hl_memory_stats_t st = mem_stats(d);
+  hl_memory_stats_t st = hl_test_memory_stats(d);
   assert_int_equal(st.bytes_in_use, 0);
   assert_int_equal(st.allocas, 1);
   hl_queue_release(q2);
@@ -264,8 +267,8 @@ static void wrap_release_fn(void* user, void* ptr) {
 static void run_wrap_dealloca(hl_fallback_mode_t mode) {
   mem_device_config_t cfg = {.fallback = mode};
   hl_device_t* d = mem_device_create(&cfg);
-  hl_queue_t* q = mem_queue_create(d);
-  hl_semaphore_t* s = mem_sem_create();
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_semaphore_t* s = hl_test_semaphore_create();
   const uint64_t n = 4 * KIB;
   uint32_t* memory = calloc(1, n);
   wrap_release_t rel = {.last_ptr = NULL};
@@ -306,7 +309,7 @@ static void run_wrap_dealloca(hl_fallback_mode_t mode) {
   assert_int_equal(atomic_load(&rel.calls), 1);
   assert_ptr_equal(rel.last_ptr, memory);
   // External memory is never pool memory.
-  hl_memory_stats_t st = mem_stats(d);
+  hl_memory_stats_t st = hl_test_memory_stats(d);
   assert_int_equal(st.allocas, 0);
   assert_int_equal(st.bytes_in_use, 0);
   assert_int_equal(atomic_load(&gate.timed_out), 0);

@@ -11,9 +11,9 @@
 static void test_cross_queue_reuse_waits_for_free(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* qa = mem_queue_create(d);
-  hl_queue_t* qb = mem_queue_create(d);
-  hl_semaphore_t* s = mem_sem_create();
+  hl_queue_t* qa = hl_test_queue_create(d);
+  hl_queue_t* qb = hl_test_queue_create(d);
+  hl_semaphore_t* s = hl_test_semaphore_create();
   const uint64_t n = 64 * KIB;
 
   hl_buffer_t* x = mem_alloca(qa, NULL, 0, s, 1, n);
@@ -35,19 +35,19 @@ static void test_cross_queue_reuse_waits_for_free(void** state) {
 
   mem_gate_open(&gate);
   HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
-  uint64_t reserved = mem_stats(d).bytes_reserved;
+  uint64_t reserved = hl_test_memory_stats(d).bytes_reserved;
   // A has passed its free: B may take the block now (opportunistic reuse).
   hl_buffer_t* z = mem_alloca(qb, NULL, 0, s, 3, n);
   mem_wait(s, 3);
   assert_ptr_equal(hl_buffer_device_pointer(z), freed);
-  assert_int_equal(mem_stats(d).bytes_reserved, reserved);
+  assert_int_equal(hl_test_memory_stats(d).bytes_reserved, reserved);
 
   mem_dealloca(qb, NULL, 0, NULL, 0, y);
   mem_dealloca(qb, NULL, 0, NULL, 0, z);
   hl_buffer_release(y);
   hl_buffer_release(z);
   HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
-  assert_int_equal(mem_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
   assert_int_equal(atomic_load(&gate.timed_out), 0);
   hl_semaphore_release(s);
   hl_queue_release(qa);
@@ -62,7 +62,7 @@ static void test_cross_queue_reuse_waits_for_free(void** state) {
 static void test_same_queue_reuse_while_stream_behind(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* q = mem_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   const uint64_t n = 64 * KIB;
   mem_gate_t gate;
   mem_gate_init(&gate, 0);
@@ -74,7 +74,7 @@ static void test_same_queue_reuse_while_stream_behind(void** state) {
   }
   mem_gate_open(&gate);
   HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
-  hl_memory_stats_t st = mem_stats(d);
+  hl_memory_stats_t st = hl_test_memory_stats(d);
   print_message("same queue: in use peak %llu, reserved peak %llu\n",
                 (unsigned long long)st.bytes_in_use_peak,
                 (unsigned long long)st.bytes_reserved_peak);
@@ -92,18 +92,18 @@ static void test_fallback_release_frees(void** state) {
     mem_device_config_t cfg = {.fallback = modes[m]};
     hl_device_t* d = mem_device_create(&cfg);
     assert_int_equal(hl_device_fallback_mode(d), modes[m]);
-    hl_queue_t* q = mem_queue_create(d);
+    hl_queue_t* q = hl_test_queue_create(d);
     hl_buffer_t* b = mem_alloca(q, NULL, 0, NULL, 0, 32 * KIB);
     HL_ASSERT_OK(hl_queue_fill(q, NULL, NULL, b, 0, 32 * KIB, 7));
     hl_buffer_t* view = NULL;
     HL_ASSERT_OK(hl_buffer_subview(b, 0, 4, &view));
     hl_buffer_release(b);
     HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
-    assert_int_equal(mem_stats(d).bytes_in_use, 32 * KIB);
+    assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 32 * KIB);
     hl_buffer_release(view);  // The last reference, no dealloca.
     HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
-    assert_true(mem_poll_bytes_in_use(d, 0, 2000));
-    hl_memory_stats_t st = mem_stats(d);
+    assert_true(hl_test_poll_bytes_in_use(d, 0, 2000));
+    hl_memory_stats_t st = hl_test_memory_stats(d);
     assert_int_equal(st.fallback_releases_frontier, m == 0 ? 1 : 0);
     assert_int_equal(st.fallback_releases_device_sync, m == 1 ? 1 : 0);
     assert_int_equal(st.deallocas, 0);
@@ -119,8 +119,8 @@ static void test_fallback_device_sync_blocks(void** state) {
   (void)state;
   mem_device_config_t cfg = {.fallback = HL_FALLBACK_DEVICE_SYNC};
   hl_device_t* d = mem_device_create(&cfg);
-  hl_queue_t* qa = mem_queue_create(d);
-  hl_queue_t* qb = mem_queue_create(d);
+  hl_queue_t* qa = hl_test_queue_create(d);
+  hl_queue_t* qb = hl_test_queue_create(d);
   hl_buffer_t* b = mem_alloca(qa, NULL, 0, NULL, 0, 8 * KIB);
   HL_ASSERT_OK(hl_queue_wait_idle(qa, MEM_DEADLINE()));
   mem_gate_t busy;
@@ -128,8 +128,8 @@ static void test_fallback_device_sync_blocks(void** state) {
   mem_gate_submit(qb, &busy);
   hl_buffer_release(b);
   assert_int_equal(atomic_load(&busy.done), 1);
-  assert_int_equal(mem_stats(d).bytes_in_use, 0);
-  assert_int_equal(mem_stats(d).fallback_releases_device_sync, 1);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).fallback_releases_device_sync, 1);
   HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
   hl_queue_release(qa);
   hl_queue_release(qb);
@@ -142,8 +142,8 @@ static void test_fallback_frontier_does_not_block(void** state) {
   (void)state;
   mem_device_config_t cfg = {.fallback = HL_FALLBACK_FRONTIER};
   hl_device_t* d = mem_device_create(&cfg);
-  hl_queue_t* qa = mem_queue_create(d);
-  hl_queue_t* qb = mem_queue_create(d);
+  hl_queue_t* qa = hl_test_queue_create(d);
+  hl_queue_t* qb = hl_test_queue_create(d);
   hl_buffer_t* b = mem_alloca(qa, NULL, 0, NULL, 0, 8 * KIB);
   HL_ASSERT_OK(hl_queue_wait_idle(qa, MEM_DEADLINE()));
   mem_gate_t busy;
@@ -152,14 +152,14 @@ static void test_fallback_frontier_does_not_block(void** state) {
   hl_buffer_release(
       b);  // Would hang until the gate's 10 s timeout if blocking.
   assert_int_equal(atomic_load(&busy.done), 0);
-  assert_int_equal(mem_stats(d).fallback_releases_frontier, 1);
+  assert_int_equal(hl_test_memory_stats(d).fallback_releases_frontier, 1);
   hl_test_sleep_ms(20);
   // Not before B reaches its value at release time.
-  assert_int_equal(mem_stats(d).bytes_in_use, 8 * KIB);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 8 * KIB);
   mem_gate_open(&busy);
   HL_ASSERT_OK(hl_queue_wait_idle(qb, MEM_DEADLINE()));
   HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
-  assert_true(mem_poll_bytes_in_use(d, 0, 2000));
+  assert_true(hl_test_poll_bytes_in_use(d, 0, 2000));
   assert_int_equal(atomic_load(&busy.timed_out), 0);
   hl_queue_release(qa);
   hl_queue_release(qb);
@@ -173,17 +173,17 @@ static void test_oom_then_retry(void** state) {
   hl_pool_attributes_t attrs;
   HL_ASSERT_OK(hl_device_pool_attributes(d, &attrs));
   assert_int_equal(attrs.limit_bytes, 1 * MIB);
-  hl_queue_t* q = mem_queue_create(d);
-  hl_semaphore_t* s = mem_sem_create();
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_semaphore_t* s = hl_test_semaphore_create();
 
   // Beyond the limit outright.
   hl_buffer_t* big = mem_alloca(q, NULL, 0, s, 1, 2 * MIB);
   hl_status_t st = hl_semaphore_wait(s, 1, MEM_DEADLINE());
-  mem_assert_status_has(st, HL_STATUS_RESOURCE_EXHAUSTED, "2097152");
+  hl_test_assert_status_has(st, HL_STATUS_RESOURCE_EXHAUSTED, "2097152", NULL);
   hl_buffer_release(big);
 
   // Beyond what is left while another allocation is live.
-  hl_semaphore_t* s2 = mem_sem_create();
+  hl_semaphore_t* s2 = hl_test_semaphore_create();
   hl_buffer_t* a = mem_alloca(q, NULL, 0, s2, 1, 512 * KIB);
   mem_wait(s2, 1);
   hl_buffer_t* b = mem_alloca(q, NULL, 0, s2, 2, 768 * KIB);
@@ -194,10 +194,11 @@ static void test_oom_then_retry(void** state) {
   assert_non_null(strstr(text, "786432"));  // The request.
   assert_non_null(strstr(text, "used 524288"));
   assert_non_null(strstr(text, "reserved 524288"));
-  mem_assert_status_has(st, HL_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+  hl_test_assert_status_has(st, HL_STATUS_RESOURCE_EXHAUSTED, "out of memory",
+                            NULL);
   assert_null(hl_buffer_device_pointer(b));
   hl_buffer_release(b);
-  hl_memory_stats_t ms = mem_stats(d);
+  hl_memory_stats_t ms = hl_test_memory_stats(d);
   assert_true(ms.ooms >= 2);
   assert_int_equal(ms.bytes_in_use, 512 * KIB);
   assert_true(mem_queue_stats(q).ooms >= 2);
@@ -205,18 +206,18 @@ static void test_oom_then_retry(void** state) {
   HL_ASSERT_OK(hl_queue_status(q));
 
   // Free a, then the retry fits (the cached block is trimmed to make room).
-  hl_semaphore_t* s3 = mem_sem_create();
+  hl_semaphore_t* s3 = hl_test_semaphore_create();
   mem_dealloca(q, NULL, 0, s3, 1, a);
   hl_buffer_release(a);
   mem_wait(s3, 1);
   b = mem_alloca(q, NULL, 0, s3, 2, 768 * KIB);
   mem_wait(s3, 2);
   assert_non_null(hl_buffer_device_pointer(b));
-  assert_true(mem_stats(d).bytes_reserved <= 1 * MIB);
+  assert_true(hl_test_memory_stats(d).bytes_reserved <= 1 * MIB);
   mem_dealloca(q, NULL, 0, NULL, 0, b);
   hl_buffer_release(b);
   HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
-  assert_int_equal(mem_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
   hl_semaphore_release(s3);
   hl_semaphore_release(s2);
   hl_semaphore_release(s);
@@ -243,23 +244,23 @@ static void test_trim(void** state) {
   hl_pool_attributes_t attrs;
   HL_ASSERT_OK(hl_device_pool_attributes(d, &attrs));
   assert_int_equal(attrs.release_threshold, UINT64_MAX);  // Keep everything.
-  hl_queue_t* q = mem_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   const uint64_t n = 64 * KIB;
   alloc_free_blocks(q, 3, n);
-  assert_int_equal(mem_stats(d).bytes_reserved, 3 * n);
-  assert_int_equal(mem_stats(d).bytes_reserved_peak, 3 * n);
+  assert_int_equal(hl_test_memory_stats(d).bytes_reserved, 3 * n);
+  assert_int_equal(hl_test_memory_stats(d).bytes_reserved_peak, 3 * n);
   HL_ASSERT_OK(hl_device_trim(d, n));
-  assert_int_equal(mem_stats(d).bytes_reserved, n);
+  assert_int_equal(hl_test_memory_stats(d).bytes_reserved, n);
   // Live memory is never trimmed.
   hl_buffer_t* live = mem_alloca(q, NULL, 0, NULL, 0, 2 * n);
   HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
   HL_ASSERT_OK(hl_device_trim(d, 0));
-  assert_int_equal(mem_stats(d).bytes_reserved, 2 * n);
+  assert_int_equal(hl_test_memory_stats(d).bytes_reserved, 2 * n);
   HL_ASSERT_OK(hl_queue_dealloca(q, NULL, NULL, live));
   hl_buffer_release(live);
   HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
   HL_ASSERT_OK(hl_device_trim(d, 0));
-  hl_memory_stats_t st = mem_stats(d);
+  hl_memory_stats_t st = hl_test_memory_stats(d);
   assert_int_equal(st.bytes_reserved, 0);
   assert_int_equal(st.bytes_reserved_peak, 3 * n);
   HL_ASSERT_STATUS(hl_device_trim(NULL, 0), INVALID_ARGUMENT);
@@ -279,17 +280,17 @@ static void test_release_threshold_at_device_sync(void** state) {
   hl_pool_attributes_t attrs;
   HL_ASSERT_OK(hl_device_pool_attributes(d, &attrs));
   assert_int_equal(attrs.release_threshold, 64 * KIB);
-  hl_queue_t* q = mem_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   const uint64_t n = 64 * KIB;
   hl_buffer_t* keep = mem_alloca(q, NULL, 0, NULL, 0, n);
   alloc_free_blocks(q, 4, n);
   // Waiting idle is a synchronization point too: the four freed blocks have
   // already shrunk to the threshold; |keep| is live.
-  uint64_t before = mem_stats(d).bytes_reserved;
+  uint64_t before = hl_test_memory_stats(d).bytes_reserved;
   assert_true(before <= 64 * KIB + n);
   assert_true(before >= n);
   hl_buffer_release(keep);  // device-sync: drains, then applies the threshold.
-  uint64_t after = mem_stats(d).bytes_reserved;
+  uint64_t after = hl_test_memory_stats(d).bytes_reserved;
   print_message("threshold: reserved %llu -> %llu\n",
                 (unsigned long long)before, (unsigned long long)after);
   // The four cached blocks shrink to the threshold; |keep|'s block is cached
@@ -308,10 +309,10 @@ static void test_release_threshold_at_wait_idle(void** state) {
   (void)state;
   mem_device_config_t cfg = {.threshold_set = true, .release_threshold = 0};
   hl_device_t* d = mem_device_create(&cfg);
-  hl_queue_t* q = mem_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   alloc_free_blocks(q, 2, 64 * KIB);
   HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
-  hl_memory_stats_t st = mem_stats(d);
+  hl_memory_stats_t st = hl_test_memory_stats(d);
   print_message("threshold 0 after wait idle: reserved %llu\n",
                 (unsigned long long)st.bytes_reserved);
   assert_int_equal(st.bytes_reserved, 0);
@@ -322,15 +323,15 @@ static void test_release_threshold_at_wait_idle(void** state) {
 static void test_stats_per_queue_and_peaks(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* q0 = mem_queue_create(d);
-  hl_queue_t* q1 = mem_queue_create(d);
+  hl_queue_t* q0 = hl_test_queue_create(d);
+  hl_queue_t* q1 = hl_test_queue_create(d);
   hl_buffer_t* a = mem_alloca(q0, NULL, 0, NULL, 0, 4 * KIB);
   hl_buffer_t* b = mem_alloca(q0, NULL, 0, NULL, 0, 4 * KIB);
   hl_buffer_t* c = mem_alloca(q1, NULL, 0, NULL, 0, 64 * KIB);
   HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
 
   hl_memory_stats_t s0 = mem_queue_stats(q0), s1 = mem_queue_stats(q1),
-                    sd = mem_stats(d);
+                    sd = hl_test_memory_stats(d);
   assert_int_equal(s0.allocas, 2);
   assert_int_equal(s0.bytes_in_use, 8 * KIB);
   assert_int_equal(s1.allocas, 1);
@@ -350,7 +351,7 @@ static void test_stats_per_queue_and_peaks(void** state) {
   HL_ASSERT_OK(hl_queue_dealloca(q0, NULL, NULL, b));
   HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
   hl_time_t deadline = hl_deadline_after(2000 * MEM_MS);
-  while (mem_stats(d).deallocas < 2 && hl_time_now() < deadline)
+  while (hl_test_memory_stats(d).deallocas < 2 && hl_time_now() < deadline)
     hl_test_sleep_ms(1);
   s0 = mem_queue_stats(q0);
   s1 = mem_queue_stats(q1);
@@ -359,16 +360,16 @@ static void test_stats_per_queue_and_peaks(void** state) {
   assert_int_equal(s0.deallocas, 1);
   assert_int_equal(s1.deallocas, 1);
   assert_int_equal(s1.bytes_in_use, 64 * KIB);
-  assert_int_equal(mem_stats(d).bytes_in_use, 64 * KIB);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 64 * KIB);
 
   // c goes through the fallback: counted on its alloca queue.
   hl_buffer_release(c);
   HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
-  assert_true(mem_poll_bytes_in_use(d, 0, 2000));
+  assert_true(hl_test_poll_bytes_in_use(d, 0, 2000));
   s1 = mem_queue_stats(q1);
   assert_int_equal(s1.bytes_in_use, 0);
   assert_int_equal(s1.fallback_releases_frontier, 1);
-  sd = mem_stats(d);
+  sd = hl_test_memory_stats(d);
   assert_int_equal(sd.deallocas, 2);
   assert_int_equal(sd.fallback_releases_frontier, 1);
   assert_int_equal(sd.bytes_in_use_peak, 72 * KIB);
@@ -390,7 +391,7 @@ static void test_stats_per_queue_and_peaks(void** state) {
 static void test_odd_size_classes(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* q = mem_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   const uint64_t sizes[] = {300, 600, 900, 1500};
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
     uint32_t host[512];
@@ -405,7 +406,7 @@ static void test_odd_size_classes(void** state) {
     for (uint64_t k = 0; k < sizes[i] / 4; ++k)
       assert_int_equal(host[k], 0x0BADF00Du);
   }
-  assert_int_equal(mem_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
   hl_queue_release(q);
   hl_device_release(d);
 }

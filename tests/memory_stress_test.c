@@ -149,7 +149,7 @@ static void test_stress_threads_queues(void** state) {
   hl_faults_t saved = hl_faults_set(&delays);
 
   hl_device_t* d = mem_device_create(NULL);
-  hl_queue_t* queues[2] = {mem_queue_create(d), mem_queue_create(d)};
+  hl_queue_t* queues[2] = {hl_test_queue_create(d), hl_test_queue_create(d)};
   worker_t workers[THREADS];
   thrd_t threads[THREADS];
   uint64_t iterations = hl_test_scale(150, 3);
@@ -170,17 +170,17 @@ static void test_stress_threads_queues(void** state) {
     releases += workers[t].releases;
   }
   HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
-  bool balanced = mem_poll_bytes_in_use(d, 0, 5000);
+  bool balanced = hl_test_poll_bytes_in_use(d, 0, 5000);
   hl_faults_set(&saved);
 
-  hl_memory_stats_t st = mem_stats(d);
+  hl_memory_stats_t st = hl_test_memory_stats(d);
   // Op releases and frontier frees finish on the completion thread.
   hl_time_t deadline = hl_deadline_after(5000 * MEM_MS);
   while (
       (st.deallocas < deallocas || st.fallback_releases_frontier < releases) &&
       hl_time_now() < deadline) {
     hl_test_sleep_ms(2);
-    st = mem_stats(d);
+    st = hl_test_memory_stats(d);
   }
   print_message(
       "stress: %llu allocas, %llu deallocas, %llu fallback, peak "
@@ -206,7 +206,7 @@ static void test_stress_threads_queues(void** state) {
   HL_ASSERT_OK(hl_queue_status(queues[1]));
   // Everything cached can be given back.
   HL_ASSERT_OK(hl_device_trim(d, 0));
-  assert_int_equal(mem_stats(d).bytes_reserved, 0);
+  assert_int_equal(hl_test_memory_stats(d).bytes_reserved, 0);
   hl_queue_release(queues[0]);
   hl_queue_release(queues[1]);
   hl_device_release(d);

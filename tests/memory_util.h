@@ -46,26 +46,6 @@ static inline hl_device_t* mem_device_create(const mem_device_config_t* cfg) {
   return d;
 }
 
-static inline hl_queue_t* mem_queue_create(hl_device_t* device) {
-  hl_queue_t* q = NULL;
-  HL_ASSERT_OK(hl_queue_create(device, &q));
-  return q;
-}
-
-static inline hl_semaphore_t* mem_sem_create(void) {
-  hl_semaphore_t* s = NULL;
-  HL_ASSERT_OK(hl_semaphore_create(0, hl_allocator_system(), &s));
-  return s;
-}
-
-// A fence holding |s|@|v| (caller releases it).
-static inline hl_fence_t* mem_fence(hl_semaphore_t* s, uint64_t v) {
-  hl_fence_t* f = NULL;
-  HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &f));
-  if (s) HL_ASSERT_OK(hl_fence_insert(f, s, v));
-  return f;
-}
-
 static inline void mem_wait(hl_semaphore_t* s, uint64_t v) {
   HL_ASSERT_OK(hl_semaphore_wait(s, v, MEM_DEADLINE()));
 }
@@ -75,8 +55,8 @@ static inline void mem_wait(hl_semaphore_t* s, uint64_t v) {
 static inline hl_buffer_t* mem_alloca(hl_queue_t* q, hl_semaphore_t* wait_s,
                                       uint64_t wait_v, hl_semaphore_t* signal_s,
                                       uint64_t signal_v, uint64_t size) {
-  hl_fence_t* w = wait_s ? mem_fence(wait_s, wait_v) : NULL;
-  hl_fence_t* s = signal_s ? mem_fence(signal_s, signal_v) : NULL;
+  hl_fence_t* w = wait_s ? hl_test_fence(wait_s, wait_v) : NULL;
+  hl_fence_t* s = signal_s ? hl_test_fence(signal_s, signal_v) : NULL;
   hl_buffer_t* b = NULL;
   HL_ASSERT_OK(hl_queue_alloca(q, w, s, size, 0, &b));
   hl_fence_release(w);
@@ -88,35 +68,17 @@ static inline hl_buffer_t* mem_alloca(hl_queue_t* q, hl_semaphore_t* wait_s,
 static inline void mem_dealloca(hl_queue_t* q, hl_semaphore_t* wait_s,
                                 uint64_t wait_v, hl_semaphore_t* signal_s,
                                 uint64_t signal_v, hl_buffer_t* b) {
-  hl_fence_t* w = wait_s ? mem_fence(wait_s, wait_v) : NULL;
-  hl_fence_t* s = signal_s ? mem_fence(signal_s, signal_v) : NULL;
+  hl_fence_t* w = wait_s ? hl_test_fence(wait_s, wait_v) : NULL;
+  hl_fence_t* s = signal_s ? hl_test_fence(signal_s, signal_v) : NULL;
   HL_ASSERT_OK(hl_queue_dealloca(q, w, s, b));
   hl_fence_release(w);
   hl_fence_release(s);
-}
-
-static inline hl_memory_stats_t mem_stats(hl_device_t* d) {
-  hl_memory_stats_t s;
-  HL_ASSERT_OK(hl_device_memory_stats(d, &s));
-  return s;
 }
 
 static inline hl_memory_stats_t mem_queue_stats(hl_queue_t* q) {
   hl_memory_stats_t s;
   HL_ASSERT_OK(hl_queue_memory_stats(q, &s));
   return s;
-}
-
-// Polls until the device's bytes_in_use is |bytes| or |timeout_ms| passes
-// (frontier releases and op releases finish on the completion thread).
-static inline bool mem_poll_bytes_in_use(hl_device_t* d, uint64_t bytes,
-                                         int timeout_ms) {
-  hl_time_t deadline = hl_deadline_after(timeout_ms * MEM_MS);
-  for (;;) {
-    if (mem_stats(d).bytes_in_use == bytes) return true;
-    if (hl_time_now() > deadline) return false;
-    hl_test_sleep_ms(2);
-  }
 }
 
 // Polls until *|counter| reaches |value| or |timeout_ms| passes.
@@ -173,22 +135,5 @@ static inline void mem_gate_submit(hl_queue_t* q, mem_gate_t* g) {
 }
 
 static inline void mem_gate_open(mem_gate_t* g) { atomic_store(&g->open, 1); }
-
-// Asserts |status| has |code| and its message contains |needle| (may be
-// NULL); frees it.
-static inline void mem_assert_status_has(hl_status_t status,
-                                         hl_status_code_t code,
-                                         const char* needle) {
-  char text[1024];
-  hl_status_format(status, text, sizeof(text));
-  hl_status_code_t got = hl_status_code(status);
-  hl_status_free(status);
-  if (got != code) {
-    fail_msg("expected %s, got %s", hl_status_code_name(code), text);
-  }
-  if (needle && !strstr(text, needle)) {
-    fail_msg("status \"%s\" does not mention \"%s\"", text, needle);
-  }
-}
 
 #endif  // HIPLINE_TESTS_MEMORY_UTIL_H_

@@ -13,8 +13,8 @@
 static hl_status_t fill(hl_queue_t* q, hl_semaphore_t* ws, uint64_t wv,
                         hl_semaphore_t* ss, uint64_t sv, hl_buffer_t* b,
                         uint32_t pattern) {
-  hl_fence_t* w = rel_fence(ws, wv);
-  hl_fence_t* s = rel_fence(ss, sv);
+  hl_fence_t* w = hl_test_fence(ws, wv);
+  hl_fence_t* s = hl_test_fence(ss, sv);
   hl_status_t st = hl_queue_fill(q, w, s, b, 0, hl_buffer_length(b), pattern);
   hl_fence_release(w);
   hl_fence_release(s);
@@ -37,16 +37,16 @@ static bool words_equal(const uint32_t* words, size_t count, uint32_t value) {
 // alloca: the first attempt and the retry).
 static void test_alloc_failures_surface(void** state) {
   hl_device_t* device = rel_device_create(0);
-  hl_queue_t* queue = rel_queue_create(device);
+  hl_queue_t* queue = hl_test_queue_create(device);
   enum { N = 16 };
   hl_semaphore_t* sems[N];
   hl_buffer_t* buffers[N];
   hl_fault_counts_t before = rel_fault_counts();
-  hl_memory_stats_t stats_before = rel_stats(device);
+  hl_memory_stats_t stats_before = hl_test_memory_stats(device);
   rel_faults_set("alloc_fail_every=1");
   for (int i = 0; i < N; ++i) {
-    sems[i] = rel_sem_create();
-    hl_fence_t* s = rel_fence(sems[i], 1);
+    sems[i] = hl_test_semaphore_create();
+    hl_fence_t* s = hl_test_fence(sems[i], 1);
     HL_ASSERT_OK(hl_queue_alloca(queue, NULL, s, SIZE, 0, &buffers[i]));
     hl_fence_release(s);
   }
@@ -54,22 +54,24 @@ static void test_alloc_failures_surface(void** state) {
   for (int i = 0; i < N; ++i) {
     hl_status_t st = hl_semaphore_wait(sems[i], 1, REL_DEADLINE());
     if (hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) ++surfaced;
-    rel_assert_status_has(st, HL_STATUS_RESOURCE_EXHAUSTED, "HIPLINE_FAULTS");
+    hl_test_assert_status_has(st, HL_STATUS_RESOURCE_EXHAUSTED,
+                              "HIPLINE_FAULTS", NULL);
   }
   rel_faults_clear();
   hl_fault_counts_t after = rel_fault_counts();
   assert_int_equal(surfaced, N);
   assert_int_equal(after.allocs_failed - before.allocs_failed, 2 * N);
-  hl_memory_stats_t stats = rel_stats(device);
+  hl_memory_stats_t stats = hl_test_memory_stats(device);
   assert_int_equal(stats.ooms - stats_before.ooms, N);
   assert_int_equal(stats.bytes_in_use, 0);
 
   // A dependent of a failed alloca fails with the same status, and a dealloca
   // of a buffer whose alloca failed is cancelled rather than freeing nothing.
-  hl_semaphore_t* dep = rel_sem_create();
+  hl_semaphore_t* dep = hl_test_semaphore_create();
   HL_ASSERT_OK(fill(queue, sems[0], 1, dep, 1, buffers[0], 7));
-  rel_assert_status_has(hl_semaphore_wait(dep, 1, REL_DEADLINE()),
-                        HL_STATUS_RESOURCE_EXHAUSTED, "HIPLINE_FAULTS");
+  hl_test_assert_status_has(hl_semaphore_wait(dep, 1, REL_DEADLINE()),
+                            HL_STATUS_RESOURCE_EXHAUSTED, "HIPLINE_FAULTS",
+                            NULL);
   for (int i = 0; i < N; ++i) {
     hl_buffer_release(buffers[i]);
     hl_semaphore_release(sems[i]);
@@ -77,20 +79,20 @@ static void test_alloc_failures_surface(void** state) {
   hl_semaphore_release(dep);
 
   // Without faults the device still works.
-  hl_semaphore_t* ok = rel_sem_create();
-  hl_fence_t* s = rel_fence(ok, 1);
+  hl_semaphore_t* ok = hl_test_semaphore_create();
+  hl_fence_t* s = hl_test_fence(ok, 1);
   hl_buffer_t* b = NULL;
   HL_ASSERT_OK(hl_queue_alloca(queue, NULL, s, SIZE, 0, &b));
   hl_fence_release(s);
   HL_ASSERT_OK(fill(queue, ok, 1, ok, 2, b, 0xabcdu));
   HL_ASSERT_OK(hl_semaphore_wait(ok, 2, REL_DEADLINE()));
-  hl_fence_t* w = rel_fence(ok, 2);
+  hl_fence_t* w = hl_test_fence(ok, 2);
   HL_ASSERT_OK(hl_queue_dealloca(queue, w, NULL, b));
   hl_fence_release(w);
   hl_buffer_release(b);
   hl_semaphore_release(ok);
   HL_ASSERT_OK(hl_device_wait_idle(device, REL_DEADLINE()));
-  assert_true(rel_poll_idle_bytes(device, 5000));
+  assert_true(hl_test_poll_bytes_in_use(device, 0, 5000));
   hl_queue_release(queue);
   hl_device_release(device);
 }
@@ -102,22 +104,22 @@ static void test_alloc_failures_surface(void** state) {
 // injected failures, and injected = floor(calls / N).
 static void test_alloc_failures_every_n_recovered(void** state) {
   hl_device_t* device = rel_device_create(1);
-  hl_queue_t* queue = rel_queue_create(device);
-  hl_semaphore_t* sem = rel_sem_create();
+  hl_queue_t* queue = hl_test_queue_create(device);
+  hl_semaphore_t* sem = hl_test_semaphore_create();
   enum { M = 40, EVERY = 3 };
   hl_fault_counts_t before = rel_fault_counts();
   rel_faults_set("alloc_fail_every=3");
   uint32_t host[SIZE / 4];
   uint64_t v = 0;
   for (int i = 0; i < M; ++i) {
-    hl_fence_t* s = rel_fence(sem, ++v);
+    hl_fence_t* s = hl_test_fence(sem, ++v);
     hl_buffer_t* b = NULL;
     HL_ASSERT_OK(hl_queue_alloca(queue, NULL, s, SIZE, 0, &b));
     hl_fence_release(s);
     HL_ASSERT_OK(fill(queue, sem, v, sem, v + 1, b, (uint32_t)i * 2654435761u));
     ++v;
-    hl_fence_t* w = rel_fence(sem, v);
-    hl_fence_t* s2 = rel_fence(sem, v + 1);
+    hl_fence_t* w = hl_test_fence(sem, v);
+    hl_fence_t* s2 = hl_test_fence(sem, v + 1);
     memset(host, 0, sizeof(host));
     HL_ASSERT_OK(hl_queue_read(queue, w, s2, b, 0, host, SIZE));
     hl_fence_release(w);
@@ -134,11 +136,11 @@ static void test_alloc_failures_every_n_recovered(void** state) {
   uint64_t calls = M + injected;
   assert_int_equal(injected, calls / EVERY);
   assert_true(injected > 0);
-  hl_memory_stats_t stats = rel_stats(device);
+  hl_memory_stats_t stats = hl_test_memory_stats(device);
   assert_int_equal(stats.ooms, 0);
   assert_int_equal(stats.use_after_free, 0);
   HL_ASSERT_OK(hl_device_wait_idle(device, REL_DEADLINE()));
-  assert_true(rel_poll_idle_bytes(device, 5000));
+  assert_true(hl_test_poll_bytes_in_use(device, 0, 5000));
   hl_semaphore_release(sem);
   hl_queue_release(queue);
   hl_device_release(device);
@@ -153,43 +155,43 @@ static void test_alloc_failures_every_n_recovered(void** state) {
 // the queue itself is not failed (later submissions succeed).
 static void test_submission_failure_propagates(void** state) {
   hl_device_t* device = rel_device_create(0);
-  hl_queue_t* q0 = rel_queue_create(device);
-  hl_queue_t* q1 = rel_queue_create(device);
-  hl_semaphore_t* a = rel_sem_create();
-  hl_semaphore_t* b = rel_sem_create();
+  hl_queue_t* q0 = hl_test_queue_create(device);
+  hl_queue_t* q1 = hl_test_queue_create(device);
+  hl_semaphore_t* a = hl_test_semaphore_create();
+  hl_semaphore_t* b = hl_test_semaphore_create();
   hl_fault_counts_t before = rel_fault_counts();
   rel_faults_set("fail_submission=3");
   // Submissions 1..5 on q0, each signalling a@i, issued in order.
   for (uint64_t i = 1; i <= 5; ++i) {
-    hl_fence_t* s = rel_fence(a, i);
+    hl_fence_t* s = hl_test_fence(a, i);
     HL_ASSERT_OK(hl_queue_barrier(q0, NULL, s));
     hl_fence_release(s);
     if (i <= 2) HL_ASSERT_OK(hl_semaphore_wait(a, i, REL_DEADLINE()));
   }
   // a@3 fails: host waits see the injected INTERNAL status.
-  rel_assert_status_has(hl_semaphore_wait(a, 3, REL_DEADLINE()),
-                        HL_STATUS_INTERNAL, "HIPLINE_FAULTS");
+  hl_test_assert_status_has(hl_semaphore_wait(a, 3, REL_DEADLINE()),
+                            HL_STATUS_INTERNAL, "HIPLINE_FAULTS", NULL);
   // A dependent on q1 (waits a@3, signals b@1) fails with it, and so does
   // the next dependent in a chain (b@1 -> b@2).
-  hl_fence_t* w = rel_fence(a, 3);
-  hl_fence_t* s = rel_fence(b, 1);
+  hl_fence_t* w = hl_test_fence(a, 3);
+  hl_fence_t* s = hl_test_fence(b, 1);
   HL_ASSERT_OK(hl_queue_barrier(q1, w, s));
   hl_fence_release(w);
   hl_fence_release(s);
-  w = rel_fence(b, 1);
-  s = rel_fence(b, 2);
+  w = hl_test_fence(b, 1);
+  s = hl_test_fence(b, 2);
   HL_ASSERT_OK(hl_queue_barrier(q1, w, s));
   hl_fence_release(w);
   hl_fence_release(s);
-  rel_assert_status_has(hl_semaphore_wait(b, 2, REL_DEADLINE()),
-                        HL_STATUS_INTERNAL, "injected");
+  hl_test_assert_status_has(hl_semaphore_wait(b, 2, REL_DEADLINE()),
+                            HL_STATUS_INTERNAL, "injected", NULL);
   rel_faults_clear();
   hl_fault_counts_t after = rel_fault_counts();
   assert_int_equal(after.submissions_failed - before.submissions_failed, 1);
   // The queue is not failed: a fresh semaphore on q0 gets signalled.
   HL_ASSERT_OK(hl_queue_status(q0));
-  hl_semaphore_t* c = rel_sem_create();
-  s = rel_fence(c, 1);
+  hl_semaphore_t* c = hl_test_semaphore_create();
+  s = hl_test_fence(c, 1);
   HL_ASSERT_OK(hl_queue_barrier(q0, NULL, s));
   hl_fence_release(s);
   HL_ASSERT_OK(hl_semaphore_wait(c, 1, REL_DEADLINE()));
@@ -210,14 +212,15 @@ static void test_submission_failures_counted(void** state) {
   hl_fault_counts_t before = rel_fault_counts();
   rel_faults_set("stream_delay_us=50,seed=9");
   hl_device_t* device = rel_device_create(0);
-  hl_queue_t* queues[3] = {rel_queue_create(device), rel_queue_create(device),
-                           rel_queue_create(device)};
+  hl_queue_t* queues[3] = {hl_test_queue_create(device),
+                           hl_test_queue_create(device),
+                           hl_test_queue_create(device)};
   enum { M = 60 };
   hl_semaphore_t* sems[M];
   rel_faults_set("fail_submission_every=4,stream_delay_us=50,seed=9");
   for (int i = 0; i < M; ++i) {
-    sems[i] = rel_sem_create();
-    hl_fence_t* s = rel_fence(sems[i], 1);
+    sems[i] = hl_test_semaphore_create();
+    hl_fence_t* s = hl_test_fence(sems[i], 1);
     HL_ASSERT_OK(hl_queue_barrier(queues[i % 3], NULL, s));
     hl_fence_release(s);
   }
@@ -226,7 +229,7 @@ static void test_submission_failures_counted(void** state) {
     hl_status_t st = hl_semaphore_wait(sems[i], 1, REL_DEADLINE());
     if (st) {
       ++failed;
-      rel_assert_status_has(st, HL_STATUS_INTERNAL, "HIPLINE_FAULTS");
+      hl_test_assert_status_has(st, HL_STATUS_INTERNAL, "HIPLINE_FAULTS", NULL);
     }
     hl_semaphore_release(sems[i]);
   }
@@ -252,9 +255,12 @@ static void test_delays_keep_pipeline_order(void** state) {
   hl_fault_counts_t before = rel_fault_counts();
   rel_faults_set("stream_delay_us=300,seed=42");
   hl_device_t* device = rel_device_create(1);
-  hl_queue_t* q[3] = {rel_queue_create(device), rel_queue_create(device),
-                      rel_queue_create(device)};
-  hl_semaphore_t* s[3] = {rel_sem_create(), rel_sem_create(), rel_sem_create()};
+  hl_queue_t* q[3] = {hl_test_queue_create(device),
+                      hl_test_queue_create(device),
+                      hl_test_queue_create(device)};
+  hl_semaphore_t* s[3] = {hl_test_semaphore_create(),
+                          hl_test_semaphore_create(),
+                          hl_test_semaphore_create()};
   enum { STEPS = 24, WORDS = 256 };
   static uint32_t out_a[STEPS][WORDS], out_b[STEPS][WORDS];
   memset(out_a, 0, sizeof(out_a));
@@ -262,37 +268,37 @@ static void test_delays_keep_pipeline_order(void** state) {
   uint64_t v0 = 0, v1 = 0, v2 = 0;
   for (int i = 0; i < STEPS; ++i) {
     uint32_t pattern = 0x9e3779b9u * (uint32_t)(i + 1);
-    hl_fence_t* f = rel_fence(s[0], ++v0);
+    hl_fence_t* f = hl_test_fence(s[0], ++v0);
     hl_buffer_t* a = NULL;
     HL_ASSERT_OK(hl_queue_alloca(q[0], NULL, f, WORDS * 4, 0, &a));
     hl_fence_release(f);
     HL_ASSERT_OK(fill(q[0], s[0], v0, s[0], v0 + 1, a, pattern));
     ++v0;
     // q1: alloca b, copy a -> b after the fill.
-    f = rel_fence(s[1], ++v1);
+    f = hl_test_fence(s[1], ++v1);
     hl_buffer_t* b = NULL;
     HL_ASSERT_OK(hl_queue_alloca(q[1], NULL, f, WORDS * 4, 0, &b));
     hl_fence_release(f);
-    hl_fence_t* w = rel_fence(s[0], v0);
+    hl_fence_t* w = hl_test_fence(s[0], v0);
     HL_ASSERT_OK(hl_fence_insert(w, s[1], v1));
-    f = rel_fence(s[1], ++v1);
+    f = hl_test_fence(s[1], ++v1);
     HL_ASSERT_OK(hl_queue_copy(q[1], w, f, a, 0, b, 0, WORDS * 4));
     hl_fence_release(w);
     hl_fence_release(f);
     // Overwrite a on q0 after the copy: a copy that ran late would see it.
-    w = rel_fence(s[1], v1);
+    w = hl_test_fence(s[1], v1);
     HL_ASSERT_OK(hl_fence_insert(w, s[0], v0));
-    f = rel_fence(s[0], ++v0);
+    f = hl_test_fence(s[0], ++v0);
     HL_ASSERT_OK(hl_queue_fill(q[0], w, f, a, 0, WORDS * 4, ~pattern));
     hl_fence_release(w);
     hl_fence_release(f);
     // q2: read both after both writers.
-    w = rel_fence(s[0], v0);
+    w = hl_test_fence(s[0], v0);
     HL_ASSERT_OK(hl_fence_insert(w, s[1], v1));
-    f = rel_fence(s[2], ++v2);
+    f = hl_test_fence(s[2], ++v2);
     HL_ASSERT_OK(hl_queue_read(q[2], w, f, a, 0, out_a[i], WORDS * 4));
     hl_fence_release(f);
-    f = rel_fence(s[2], ++v2);
+    f = hl_test_fence(s[2], ++v2);
     HL_ASSERT_OK(hl_queue_read(q[2], w, f, b, 0, out_b[i], WORDS * 4));
     hl_fence_release(f);
     hl_fence_release(w);
@@ -311,8 +317,8 @@ static void test_delays_keep_pipeline_order(void** state) {
   rel_faults_clear();
   hl_fault_counts_t after = rel_fault_counts();
   assert_true(after.delays_injected > before.delays_injected);
-  assert_int_equal(rel_stats(device).use_after_free, 0);
-  assert_true(rel_poll_idle_bytes(device, 5000));
+  assert_int_equal(hl_test_memory_stats(device).use_after_free, 0);
+  assert_true(hl_test_poll_bytes_in_use(device, 0, 5000));
   for (int i = 0; i < 3; ++i) {
     hl_semaphore_release(s[i]);
     hl_queue_release(q[i]);
@@ -349,7 +355,8 @@ static void test_parse_errors(void** state) {
       hl_status_free(st);
       fail_msg("spec '%s' was accepted", kBadSpecs[i]);
     }
-    rel_assert_status_has(st, HL_STATUS_INVALID_ARGUMENT, "HIPLINE_FAULTS");
+    hl_test_assert_status_has(st, HL_STATUS_INVALID_ARGUMENT, "HIPLINE_FAULTS",
+                              NULL);
   }
 }
 

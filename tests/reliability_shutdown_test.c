@@ -32,12 +32,12 @@ static void spin_fn(void* user) {
 
 static int scenario_spinning_host_calls(void) {
   hl_device_t* d = rel_device_create(1);
-  hl_queue_t* q[2] = {rel_queue_create(d), rel_queue_create(d)};
+  hl_queue_t* q[2] = {hl_test_queue_create(d), hl_test_queue_create(d)};
   atomic_store(&spin_done_, 0);
-  hl_semaphore_t* s = rel_sem_create();
+  hl_semaphore_t* s = hl_test_semaphore_create();
   for (int i = 0; i < 4; ++i) {
-    hl_fence_t* f = rel_fence(s, (uint64_t)i + 1);
-    hl_fence_t* w = i ? rel_fence(s, (uint64_t)i) : NULL;
+    hl_fence_t* f = hl_test_fence(s, (uint64_t)i + 1);
+    hl_fence_t* w = i ? hl_test_fence(s, (uint64_t)i) : NULL;
     HL_ASSERT_OK(
         hl_queue_host_call(q[i % 2], w, f, spin_fn, (void*)(intptr_t)50));
     hl_fence_release(f);
@@ -63,13 +63,13 @@ static int scenario_spinning_host_calls(void) {
 static int scenario_delayed_streams(void) {
   rel_faults_set("stream_delay_us=2000,seed=3");
   hl_device_t* d = rel_device_create(1);
-  hl_queue_t* q[3] = {rel_queue_create(d), rel_queue_create(d),
-                      rel_queue_create(d)};
-  hl_semaphore_t* s = rel_sem_create();
+  hl_queue_t* q[3] = {hl_test_queue_create(d), hl_test_queue_create(d),
+                      hl_test_queue_create(d)};
+  hl_semaphore_t* s = hl_test_semaphore_create();
   static uint32_t host[3][256];
   for (int i = 0; i < 3; ++i) {
-    hl_fence_t* f = rel_fence(s, (uint64_t)i + 1);
-    hl_fence_t* w = i ? rel_fence(s, (uint64_t)i) : NULL;
+    hl_fence_t* f = hl_test_fence(s, (uint64_t)i + 1);
+    hl_fence_t* w = i ? hl_test_fence(s, (uint64_t)i) : NULL;
     hl_buffer_t* b = NULL;
     HL_ASSERT_OK(hl_queue_alloca(q[i], w, NULL, 1024, 0, &b));
     HL_ASSERT_OK(hl_queue_fill(q[i], NULL, NULL, b, 0, 1024, 0x77u));
@@ -109,11 +109,11 @@ static int fail_later(void* arg) {
 
 static int scenario_parked_forever(void) {
   hl_device_t* d = rel_device_create(1);
-  hl_queue_t* q = rel_queue_create(d);
-  never_ = rel_sem_create();
-  hl_semaphore_t* out = rel_sem_create();
-  hl_fence_t* w = rel_fence(never_, 1);
-  hl_fence_t* s = rel_fence(out, 1);
+  hl_queue_t* q = hl_test_queue_create(d);
+  never_ = hl_test_semaphore_create();
+  hl_semaphore_t* out = hl_test_semaphore_create();
+  hl_fence_t* w = hl_test_fence(never_, 1);
+  hl_fence_t* s = hl_test_fence(out, 1);
   hl_buffer_t* b = NULL;
   HL_ASSERT_OK(hl_queue_alloca(q, w, s, 256, 0, &b));
   HL_ASSERT_OK(hl_queue_dealloca(q, NULL, NULL, b));
@@ -149,7 +149,7 @@ static hl_status_t fresh_fn(void* user, hl_queue_t* queue,
 
 static int scenario_outstanding_handles(void) {
   hl_device_t* d = rel_device_create(1);
-  hl_queue_t* q = rel_queue_create(d);
+  hl_queue_t* q = hl_test_queue_create(d);
   hl_buffer_t* b = NULL;
   HL_ASSERT_OK(hl_queue_alloca(q, NULL, NULL, 256, 0, &b));
   static const hl_access_t access[1] = {HL_ACCESS_READ};
@@ -189,9 +189,9 @@ static int scenario_outstanding_handles(void) {
 // (the queue and device leak; LeakSanitizer is off for this child).
 static int scenario_parked_leak(void) {
   hl_device_t* d = rel_device_create(1);
-  hl_queue_t* q = rel_queue_create(d);
-  hl_semaphore_t* never = rel_sem_create();
-  hl_fence_t* w = rel_fence(never, 1);
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_semaphore_t* never = hl_test_semaphore_create();
+  hl_fence_t* w = hl_test_fence(never, 1);
   HL_ASSERT_OK(hl_queue_barrier(q, w, NULL));
   hl_fence_release(w);
   hl_queue_release(q);

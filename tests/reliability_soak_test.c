@@ -93,8 +93,8 @@ static hl_buffer_t* invoke(hl_function_t* fn, hl_queue_t* q, hl_buffer_t* arg,
 }
 
 static void fill_wait(hl_queue_t* q, hl_buffer_t* b, uint32_t pattern) {
-  hl_semaphore_t* s = rel_sem_create();
-  hl_fence_t* f = rel_fence(s, 1);
+  hl_semaphore_t* s = hl_test_semaphore_create();
+  hl_fence_t* f = hl_test_fence(s, 1);
   HL_ASSERT_OK(hl_queue_fill(q, NULL, f, b, 0, BYTES, pattern));
   HL_ASSERT_OK(hl_semaphore_wait(s, 1, REL_DEADLINE()));
   hl_fence_release(f);
@@ -102,8 +102,8 @@ static void fill_wait(hl_queue_t* q, hl_buffer_t* b, uint32_t pattern) {
 }
 
 static hl_buffer_t* alloca_wait(hl_queue_t* q) {
-  hl_semaphore_t* s = rel_sem_create();
-  hl_fence_t* f = rel_fence(s, 1);
+  hl_semaphore_t* s = hl_test_semaphore_create();
+  hl_fence_t* f = hl_test_fence(s, 1);
   hl_buffer_t* b = NULL;
   HL_ASSERT_OK(hl_queue_alloca(q, NULL, f, BYTES, 0, &b));
   HL_ASSERT_OK(hl_semaphore_wait(s, 1, REL_DEADLINE()));
@@ -116,8 +116,8 @@ static uint32_t mismatched_words(hl_queue_t* q, hl_buffer_t* b,
                                  const hl_fence_t* after, uint32_t pattern) {
   static uint32_t host[WORDS];
   memset(host, 0, sizeof(host));
-  hl_semaphore_t* s = rel_sem_create();
-  hl_fence_t* f = rel_fence(s, 1);
+  hl_semaphore_t* s = hl_test_semaphore_create();
+  hl_fence_t* f = hl_test_fence(s, 1);
   HL_ASSERT_OK(hl_queue_read(q, after, f, b, 0, host, BYTES));
   HL_ASSERT_OK(hl_semaphore_wait(s, 1, REL_DEADLINE()));
   hl_fence_release(f);
@@ -157,7 +157,7 @@ static void test_soak(void** state) {
   soak_t s;
   memset(&s, 0, sizeof(s));
   s.device = rel_device_create(1);
-  for (int i = 0; i < QUEUES; ++i) s.queues[i] = rel_queue_create(s.device);
+  for (int i = 0; i < QUEUES; ++i) s.queues[i] = hl_test_queue_create(s.device);
   s.global = alloca_wait(s.queues[0]);
   fill_wait(s.queues[0], s.global, kGlobalPattern);
   HL_ASSERT_OK(hl_buffer_register_global(s.global));
@@ -221,8 +221,8 @@ static void test_soak(void** state) {
       HL_ASSERT_OK(hl_queue_wait_idle(s.queues[0], REL_DEADLINE()));
       hl_fault_counts_t c0 = rel_fault_counts();
       rel_faults_set("alloc_fail_every=1,stream_delay_us=20,seed=5");
-      hl_semaphore_t* sem = rel_sem_create();
-      hl_fence_t* f = rel_fence(sem, 1);
+      hl_semaphore_t* sem = hl_test_semaphore_create();
+      hl_fence_t* f = hl_test_fence(sem, 1);
       hl_buffer_t* b = NULL;
       HL_ASSERT_OK(hl_queue_alloca(s.queues[0], NULL, f, BYTES, 0, &b));
       hl_status_t st = hl_semaphore_wait(sem, 1, REL_DEADLINE());
@@ -238,7 +238,7 @@ static void test_soak(void** state) {
     }
     hl_time_t now = hl_time_now();
     if (now >= next_sample && sample_count < MAX_SAMPLES) {
-      hl_memory_stats_t ms = rel_stats(s.device);
+      hl_memory_stats_t ms = hl_test_memory_stats(s.device);
       samples[sample_count].t = (double)(now - start) / 1e9;
       samples[sample_count].rss = rel_rss_bytes();
       samples[sample_count].reserved = ms.bytes_reserved;
@@ -273,7 +273,7 @@ static void test_soak(void** state) {
       rss1 ? 100.0 * ((double)rss2 - (double)rss1) / (double)rss1 : 0;
   double res_growth =
       res1 ? 100.0 * ((double)res2 - (double)res1) / (double)res1 : 0;
-  hl_memory_stats_t ms = rel_stats(s.device);
+  hl_memory_stats_t ms = hl_test_memory_stats(s.device);
   print_message(
       "soak: %llu steps, %llu invocations (%llu aliased), %llu verified, "
       "%llu bad words, %llu failed steps\n",
@@ -323,7 +323,7 @@ static void test_soak(void** state) {
   hl_function_release(s.fresh);
   hl_function_release(s.alias);
   HL_ASSERT_OK(hl_device_wait_idle(s.device, REL_DEADLINE()));
-  assert_true(rel_poll_idle_bytes(s.device, 10000));
+  assert_true(hl_test_poll_bytes_in_use(s.device, 0, 10000));
   for (int q = 0; q < QUEUES; ++q) hl_queue_release(s.queues[q]);
   hl_device_flush_work(s.device);
   hl_backend_counts_t counts;
@@ -344,7 +344,7 @@ static void test_soak(void** state) {
 // them were reached long ago. Reached entries are now pruned.
 static void test_use_fence_stays_bounded(void** state) {
   hl_device_t* device = rel_device_create(0);
-  hl_queue_t* q = rel_queue_create(device);
+  hl_queue_t* q = hl_test_queue_create(device);
   hl_buffer_t* global = alloca_wait(q);
   HL_ASSERT_OK(hl_buffer_register_global(global));
   hl_function_t* fn = make_fn("soak.repro", fresh_fn, NULL);
@@ -356,7 +356,7 @@ static void test_use_fence_stays_bounded(void** state) {
     hl_buffer_release(r);
   }
   HL_ASSERT_OK(hl_device_wait_idle(device, REL_DEADLINE()));
-  hl_fence_t* uses = rel_fence(NULL, 0);
+  hl_fence_t* uses = hl_test_fence(NULL, 0);
   HL_ASSERT_OK(hl_buffer_use_fence(global, uses));
   size_t count = hl_fence_count(uses);
   print_message("use fence of a global after 200 invocations: %zu entries\n",

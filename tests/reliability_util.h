@@ -30,43 +30,6 @@ static inline hl_device_t* rel_device_create(int checked) {
   return d;
 }
 
-static inline hl_queue_t* rel_queue_create(hl_device_t* device) {
-  hl_queue_t* q = NULL;
-  HL_ASSERT_OK(hl_queue_create(device, &q));
-  return q;
-}
-
-static inline hl_semaphore_t* rel_sem_create(void) {
-  hl_semaphore_t* s = NULL;
-  HL_ASSERT_OK(hl_semaphore_create(0, hl_allocator_system(), &s));
-  return s;
-}
-
-// A fence holding |s|@|v| when |s| is not NULL (caller releases it).
-static inline hl_fence_t* rel_fence(hl_semaphore_t* s, uint64_t v) {
-  hl_fence_t* f = NULL;
-  HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &f));
-  if (s) HL_ASSERT_OK(hl_fence_insert(f, s, v));
-  return f;
-}
-
-static inline hl_memory_stats_t rel_stats(hl_device_t* d) {
-  hl_memory_stats_t s;
-  HL_ASSERT_OK(hl_device_memory_stats(d, &s));
-  return s;
-}
-
-// Polls until |d|'s bytes_in_use is 0 (op releases and frontier frees finish
-// on the completion thread) or |timeout_ms| passes.
-static inline bool rel_poll_idle_bytes(hl_device_t* d, int timeout_ms) {
-  hl_time_t deadline = hl_deadline_after(timeout_ms * REL_MS);
-  for (;;) {
-    if (rel_stats(d).bytes_in_use == 0) return true;
-    if (hl_time_now() > deadline) return false;
-    hl_test_sleep_ms(2);
-  }
-}
-
 // Installs |spec| (parsed strictly) as the process fault configuration.
 static inline void rel_faults_set(const char* spec) {
   hl_faults_t f;
@@ -80,23 +43,6 @@ static inline hl_fault_counts_t rel_fault_counts(void) {
   hl_fault_counts_t c;
   hl_faults_counts(&c);
   return c;
-}
-
-// Expects |status| to have |code| and to mention |needle| (may be NULL);
-// frees it.
-static inline void rel_assert_status_has(hl_status_t status,
-                                         hl_status_code_t code,
-                                         const char* needle) {
-  char text[1024];
-  hl_status_format(status, text, sizeof(text));
-  hl_status_code_t got = hl_status_code(status);
-  hl_status_free(status);
-  if (got != code) {
-    fail_msg("expected %s, got %s", hl_status_code_name(code), text);
-  }
-  if (needle && !strstr(text, needle)) {
-    fail_msg("status \"%s\" does not mention \"%s\"", text, needle);
-  }
 }
 
 // Resident set size of this process in bytes (/proc/self/statm).

@@ -146,6 +146,74 @@ static inline void hl_test_sleep_ms(int64_t ms) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Object helpers shared by the per-layer test utilities
+//===----------------------------------------------------------------------===//
+
+#include "hipline/buffer.h"
+
+#define HL_TEST_MS ((hl_duration_t)1000000)
+
+static inline hl_queue_t* hl_test_queue_create(hl_device_t* device) {
+  hl_queue_t* q = NULL;
+  HL_ASSERT_OK(hl_queue_create(device, &q));
+  return q;
+}
+
+static inline hl_semaphore_t* hl_test_semaphore_create(void) {
+  hl_semaphore_t* s = NULL;
+  HL_ASSERT_OK(hl_semaphore_create(0, hl_allocator_system(), &s));
+  return s;
+}
+
+// A fence holding |s|@|v|, or an empty one when |s| is NULL (caller
+// releases it).
+static inline hl_fence_t* hl_test_fence(hl_semaphore_t* s, uint64_t v) {
+  hl_fence_t* f = NULL;
+  HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &f));
+  if (s) HL_ASSERT_OK(hl_fence_insert(f, s, v));
+  return f;
+}
+
+static inline hl_memory_stats_t hl_test_memory_stats(hl_device_t* d) {
+  hl_memory_stats_t s;
+  HL_ASSERT_OK(hl_device_memory_stats(d, &s));
+  return s;
+}
+
+// Polls until |d|'s bytes_in_use is |bytes| or |timeout_ms| passes (op
+// releases and frontier frees finish on the completion thread).
+static inline bool hl_test_poll_bytes_in_use(hl_device_t* d, uint64_t bytes,
+                                             int timeout_ms) {
+  hl_time_t deadline = hl_deadline_after(timeout_ms * HL_TEST_MS);
+  for (;;) {
+    if (hl_test_memory_stats(d).bytes_in_use == bytes) return true;
+    if (hl_time_now() > deadline) return false;
+    hl_test_sleep_ms(2);
+  }
+}
+
+// Asserts |status| has |code| and its text contains each non-NULL needle;
+// frees it.
+static inline void hl_test_assert_status_has(hl_status_t status,
+                                             hl_status_code_t code,
+                                             const char* needle1,
+                                             const char* needle2) {
+  char text[2048];
+  hl_status_format(status, text, sizeof(text));
+  hl_status_code_t got = hl_status_code(status);
+  hl_status_free(status);
+  if (got != code) {
+    fail_msg("expected %s, got \"%s\"", hl_status_code_name(code), text);
+  }
+  if (needle1 && !strstr(text, needle1)) {
+    fail_msg("status \"%s\" does not mention \"%s\"", text, needle1);
+  }
+  if (needle2 && !strstr(text, needle2)) {
+    fail_msg("status \"%s\" does not mention \"%s\"", text, needle2);
+  }
+}
+
 // C11 threads under ThreadSanitizer: the runtime itself routes them through
 // pthreads in TSan builds (runtime/base/tsan_threads.c), which also covers
 // the tests' own threads. HL_TEST_C11_THREADS_SHIM is accepted and ignored.
