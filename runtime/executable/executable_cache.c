@@ -140,6 +140,7 @@ static hl_status_t hl_cache_entry(hl_device_t* device,
                             device->props.name);
     }
     entry->device = device;
+    device->executable_state_destroy = hl_executable_device_destroy;
     atomic_init(&entry->loaded, false);
     entry->next = hl_cache_.entries;
     hl_cache_.entries = entry;

@@ -286,10 +286,8 @@ static void hl_root_last_release(hl_root_t* root) {
     hl_memory_fallback_release(root);
     return;
   }
-  if (state == HL_ROOT_PENDING && root->memory == HL_ROOT_MEMORY_POOL) {
-    // The alloca was never issued (it waited on something that failed or
-    // never came); nothing to free.
-  }
+  // Otherwise the memory is gone already (freed), or there never was any
+  // (the alloca failed or never ran): only the metadata remains.
   hl_root_destroy(root);
 }
 

@@ -9,7 +9,6 @@
 #include "runtime/base/faults.h"
 #include "runtime/base/log.h"
 #include "runtime/base/trace.h"
-#include "runtime/executable/executable_cache.h"
 #include "runtime/timeline/timeline_internal.h"
 
 extern char** environ;
@@ -422,7 +421,9 @@ static void hl_device_destroy(hl_device_t* device) {
   }
   free(device->free_events);
   free(device->queues);
-  hl_executable_device_destroy(device);  // Unload before the backend goes.
+  if (device->executable_state_destroy) {
+    device->executable_state_destroy(device);  // Before the backend goes.
+  }
   device->backend->vtable->destroy(device->backend);
   hl_allocator_free(device->host_allocator, device);
   atomic_fetch_sub(&hl_live_devices_, 1);

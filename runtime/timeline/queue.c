@@ -517,13 +517,12 @@ static void hl_ops_release_all(hl_op_t* ops, hl_status_t status) {
   }
 }
 
-static hl_status_t hl_copy_fence(const hl_fence_t* fence,
-                                 hl_fence_entry_t* entries) {
+// Copies |fence|'s pairs into |entries|, retaining each semaphore.
+static void hl_copy_fence(const hl_fence_t* fence, hl_fence_entry_t* entries) {
   for (size_t i = 0; i < hl_fence_count(fence); ++i) {
     entries[i] = fence->entries[i];
     hl_semaphore_retain(entries[i].semaphore);
   }
-  return NULL;
 }
 
 hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,

@@ -78,6 +78,9 @@ struct hl_device_t {
   void (*memory_state_destroy)(hl_device_t* device);
   _Atomic(void*) invocation_state;
   void (*invocation_state_destroy)(hl_device_t* device);
+  // Set by the executable layer when it loads a module for this device; runs
+  // before the backend is destroyed.
+  void (*executable_state_destroy)(hl_device_t* device);
 };
 
 // Queues |work| on |device|'s completion thread.
