@@ -179,9 +179,7 @@ static bool hl_dispatch_resolve(hl_dispatch_op_t* op) {
              "dispatch of %s on queue %u (submission %llu), parameter %u (%s)",
              op->desc->name, op->queue_id, (unsigned long long)op->value, i,
              op->desc->params[i].name);
-    hl_status_t st = hl_root_check_live(op->roots[i], what);
-    if (st) {
-      hl_submission_fail(op->submission, st, op->checked);
+    if (!hl_root_check_use(op->roots[i], what, op->submission, op->checked)) {
       return false;
     }
     op->slots[i].pointer =

@@ -333,6 +333,15 @@ hl_status_t hl_root_check_live(hl_root_t* root, const char* what) {
                         state == HL_ROOT_FAILED ? "failed" : "has not run");
 }
 
+bool hl_root_check_use(hl_root_t* root, const char* what,
+                       hl_submission_t* submission, bool checked) {
+  hl_status_t st = hl_root_check_live(root, what);
+  if (HL_LIKELY(!st)) return true;
+  bool freed = atomic_load(&root->state) == HL_ROOT_FREED;
+  hl_submission_fail(submission, st, checked && freed);
+  return false;
+}
+
 bool hl_root_mark_freed(hl_root_t* root, const char* who) {
   mtx_lock(&root->mutex);
   int expected = HL_ROOT_LIVE;

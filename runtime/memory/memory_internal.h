@@ -99,6 +99,14 @@ hl_status_t hl_root_return_memory(hl_root_t* root, hl_backend_stream_t* stream);
 // |root|, or NULL when the root is live.
 hl_status_t hl_root_check_live(hl_root_t* root, const char* what);
 
+// For operations about to touch |root| in stream order: returns true when it
+// is live; otherwise fails |submission| with hl_root_check_live's status and
+// returns false. A use after free also fails the queue in |checked| mode; a
+// use of memory whose allocation failed only fails the submission (the
+// alloca's failure is the cause, already reported on its own signal).
+bool hl_root_check_use(hl_root_t* root, const char* what,
+                       hl_submission_t* submission, bool checked);
+
 // Per-device memory state (device->memory_state).
 typedef struct hl_memory_state_t {
   mtx_t mutex;

@@ -58,9 +58,7 @@ static bool hl_transfer_check(hl_transfer_op_t* op) {
     snprintf(what, sizeof(what), "%s on queue %u (submission %llu)",
              kTransferNames[op->kind], op->queue_id,
              (unsigned long long)op->value);
-    hl_status_t st = hl_root_check_live(roots[i], what);
-    if (st) {
-      hl_submission_fail(op->submission, st, op->checked);
+    if (!hl_root_check_use(roots[i], what, op->submission, op->checked)) {
       return false;
     }
   }
