@@ -77,6 +77,8 @@ static void hl_host_item_execute(hl_backend_stream_t* stream,
 
 static int hl_host_stream_main(void* arg) {
   hl_backend_stream_t* stream = (hl_backend_stream_t*)arg;
+  // Kernels that model device time (spin) sleep on this thread.
+  hl_thread_set_precise_sleep();
   for (;;) {
     mtx_lock(&stream->mutex);
     while (!stream->head) cnd_wait(&stream->work_cond, &stream->mutex);
