@@ -211,6 +211,7 @@ typedef struct contention_thread_t {
   int batches;
   atomic_int* ready;  // Threads that have set up; they start together.
   int thread_count;
+  hl_time_t start;  // After the common start line.
   hl_time_t end;
 } contention_thread_t;
 
@@ -228,6 +229,7 @@ static int contention_main(void* arg) {
   // Start together: the last thread to arrive releases the others.
   atomic_fetch_add(t->ready, 1);
   while (atomic_load(t->ready) < t->thread_count) thrd_yield();
+  t->start = hl_time_now();
   uint64_t value = 0;
   for (int b = 0; b < t->batches; ++b) {
     for (int64_t i = 0; i < t->submissions; ++i) {
@@ -262,8 +264,10 @@ static double contention_run(const hl_device_options_t* options,
       CHECK(hl_device_create(options, hl_allocator_system(), &devices[i]));
       device = devices[i];
     }
-    threads[i] = (contention_thread_t){
-        NULL, r->submissions, r->contention_batches, &ready, thread_count, 0};
+    threads[i] = (contention_thread_t){.submissions = r->submissions,
+                                       .batches = r->contention_batches,
+                                       .ready = &ready,
+                                       .thread_count = thread_count};
     CHECK(hl_queue_create(device, &threads[i].queue));
   }
   for (int i = 0; i < thread_count; ++i) {
@@ -273,12 +277,11 @@ static double contention_run(const hl_device_options_t* options,
       exit(1);
     }
   }
-  // The start line is when the last thread is ready to submit.
-  while (atomic_load(&ready) < thread_count) thrd_yield();
-  hl_time_t start = hl_time_now();
-  hl_time_t end = start;
+  // From the first thread past the start line to the last one done.
+  hl_time_t start = HL_INFINITE_FUTURE, end = 0;
   for (int i = 0; i < thread_count; ++i) {
     thrd_join(handles[i], NULL);
+    if (threads[i].start < start) start = threads[i].start;
     if (threads[i].end > end) end = threads[i].end;
     hl_queue_release(threads[i].queue);
     if (devices[i]) hl_device_release(devices[i]);
