@@ -1,4 +1,6 @@
 # hipline-bench-timeline: empty-submission cost and cross-queue ping-pong
-# latency on the host backend (public API only). Prints a table, or --json.
+# latency, and submitting threads contending on one device or several
+# (public API only). Prints a table, or --json.
 add_executable(hipline-bench-timeline ${CMAKE_CURRENT_SOURCE_DIR}/timeline_bench.c)
 target_link_libraries(hipline-bench-timeline PRIVATE hipline::hipline hipline_warnings)
+

@@ -12,9 +12,17 @@
 //              Reported as the median (and p90) in microseconds.
 //   host-rtt   The same round trip observed from the host: submit one round,
 //              block on B's signal, repeat.
+//   contention T submitting threads (1, 2, 4), each on its own queue, each
+//              submitting B batches of N empty submissions and draining its
+//              queue after each batch. Two placements: every queue on one
+//              shared device, and every queue on a device of its own. The
+//              aggregate rate (all threads' submissions over the wall time
+//              from a common start until the last thread is done) and its
+//              ratio to one thread's rate show what the threads contend on.
 //
-// Usage: hipline-bench-timeline [--json] [--submissions N] [--batches B]
-//                               [--rounds R]
+// Usage: hipline-bench-timeline [--json] [--backend host|hip]
+//                               [--submissions N] [--batches B] [--rounds R]
+//                               [--contention-batches C]
 // Uses the public API only.
 
 #include <stdatomic.h>
@@ -22,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 
 #include "hipline/device.h"
 #include "hipline/fence.h"
@@ -65,7 +74,15 @@ typedef struct results_t {
   double pingpong_p90_us;
   double host_rtt_median_us;
   double host_rtt_p90_us;
+  // contention[placement][threads index]: aggregate submissions per second;
+  // placement 0 = one shared device, 1 = a device per thread.
+  int contention_batches;
+  double contention_rate[2][3];
 } results_t;
+
+static const int kContentionThreads[3] = {1, 2, 4};
+static const char* const kPlacementNames[2] = {"shared device",
+                                               "device per thread"};
 
 static void bench_submit(hl_device_t* device, results_t* r) {
   hl_queue_t* queue = NULL;
@@ -188,6 +205,102 @@ static void bench_pingpong(hl_device_t* device, results_t* r) {
   hl_queue_release(b);
 }
 
+typedef struct contention_thread_t {
+  hl_queue_t* queue;
+  int64_t submissions;
+  int batches;
+  atomic_int* ready;  // Threads that have set up; they start together.
+  int thread_count;
+  hl_time_t start;  // After the common start line.
+  hl_time_t end;
+} contention_thread_t;
+
+static int contention_main(void* arg) {
+  contention_thread_t* t = (contention_thread_t*)arg;
+  hl_semaphore_t* reached = NULL;
+  hl_semaphore_t* out = NULL;
+  CHECK(hl_semaphore_create(1, hl_allocator_system(), &reached));
+  CHECK(hl_semaphore_create(0, hl_allocator_system(), &out));
+  hl_fence_t* wait = NULL;
+  hl_fence_t* signal = NULL;
+  CHECK(hl_fence_create(hl_allocator_system(), &wait));
+  CHECK(hl_fence_create(hl_allocator_system(), &signal));
+  CHECK(hl_fence_insert(wait, reached, 1));
+  // Start together: the last thread to arrive releases the others.
+  atomic_fetch_add(t->ready, 1);
+  while (atomic_load(t->ready) < t->thread_count) thrd_yield();
+  t->start = hl_time_now();
+  uint64_t value = 0;
+  for (int b = 0; b < t->batches; ++b) {
+    for (int64_t i = 0; i < t->submissions; ++i) {
+      hl_fence_clear(signal);
+      CHECK(hl_fence_insert(signal, out, ++value));
+      CHECK(hl_queue_barrier(t->queue, wait, signal));
+    }
+    CHECK(hl_queue_wait_idle(t->queue, hl_deadline_after(60000 * MS)));
+  }
+  t->end = hl_time_now();
+  hl_fence_release(wait);
+  hl_fence_release(signal);
+  hl_semaphore_release(reached);
+  hl_semaphore_release(out);
+  return 0;
+}
+
+// Aggregate submissions per second of |thread_count| threads, each on its
+// own queue; the queues share |shared| or, when it is NULL, each gets a
+// device of its own made from |options|.
+static double contention_run(const hl_device_options_t* options,
+                             hl_device_t* shared, int thread_count,
+                             const results_t* r) {
+  contention_thread_t threads[4];
+  hl_device_t* devices[4] = {NULL, NULL, NULL, NULL};
+  thrd_t handles[4];
+  atomic_int ready;
+  atomic_init(&ready, 0);
+  for (int i = 0; i < thread_count; ++i) {
+    hl_device_t* device = shared;
+    if (!device) {
+      CHECK(hl_device_create(options, hl_allocator_system(), &devices[i]));
+      device = devices[i];
+    }
+    threads[i] = (contention_thread_t){.submissions = r->submissions,
+                                       .batches = r->contention_batches,
+                                       .ready = &ready,
+                                       .thread_count = thread_count};
+    CHECK(hl_queue_create(device, &threads[i].queue));
+  }
+  for (int i = 0; i < thread_count; ++i) {
+    if (thrd_create(&handles[i], contention_main, &threads[i]) !=
+        thrd_success) {
+      fprintf(stderr, "cannot start a submitting thread\n");
+      exit(1);
+    }
+  }
+  // From the first thread past the start line to the last one done.
+  hl_time_t start = HL_INFINITE_FUTURE, end = 0;
+  for (int i = 0; i < thread_count; ++i) {
+    thrd_join(handles[i], NULL);
+    if (threads[i].start < start) start = threads[i].start;
+    if (threads[i].end > end) end = threads[i].end;
+    hl_queue_release(threads[i].queue);
+    if (devices[i]) hl_device_release(devices[i]);
+  }
+  double total = (double)thread_count * (double)r->submissions *
+                 (double)r->contention_batches;
+  return total / ((double)(end - start) / 1e9);
+}
+
+static void bench_contention(const hl_device_options_t* options,
+                             hl_device_t* device, results_t* r) {
+  for (int p = 0; p < 2; ++p) {
+    for (int t = 0; t < 3; ++t) {
+      r->contention_rate[p][t] = contention_run(options, p == 0 ? device : NULL,
+                                                kContentionThreads[t], r);
+    }
+  }
+}
+
 static int64_t parse_count(const char* flag, const char* value, int64_t min) {
   char* end = NULL;
   long long v = value ? strtoll(value, &end, 10) : 0;
@@ -205,7 +318,9 @@ int main(int argc, char** argv) {
       1000;  // In flight at once: larger batches measure queue depth too.
   r.batches = 15;
   r.rounds = 2000;
+  r.contention_batches = 5;
   bool json = false;
+  hl_backend_kind_t backend = HL_BACKEND_HOST;
   for (int i = 1; i < argc; ++i) {
     const char* next = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--json") == 0) {
@@ -219,9 +334,23 @@ int main(int argc, char** argv) {
     } else if (strcmp(argv[i], "--rounds") == 0) {
       r.rounds = parse_count(argv[i], next, 2);
       ++i;
+    } else if (strcmp(argv[i], "--contention-batches") == 0) {
+      r.contention_batches = (int)parse_count(argv[i], next, 1);
+      ++i;
+    } else if (strcmp(argv[i], "--backend") == 0) {
+      if (next && strcmp(next, "host") == 0) {
+        backend = HL_BACKEND_HOST;
+      } else if (next && strcmp(next, "hip") == 0) {
+        backend = HL_BACKEND_HIP;
+      } else {
+        fprintf(stderr, "--backend needs 'host' or 'hip'\n");
+        return 2;
+      }
+      ++i;
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       printf(
-          "usage: %s [--json] [--submissions N] [--batches B] [--rounds R]\n",
+          "usage: %s [--json] [--backend host|hip] [--submissions N]\n"
+          "       [--batches B] [--rounds R] [--contention-batches C]\n",
           argv[0]);
       return 0;
     } else {
@@ -232,26 +361,35 @@ int main(int argc, char** argv) {
 
   hl_device_options_t options;
   hl_device_options_initialize(&options);
-  options.backend = HL_BACKEND_HOST;
+  options.backend = backend;
+  const char* backend_name = hl_backend_kind_name(backend);
   hl_device_t* device = NULL;
   CHECK(hl_device_create(&options, hl_allocator_system(), &device));
   bench_submit(device, &r);
   bench_pingpong(device, &r);
+  bench_contention(&options, device, &r);
   hl_device_release(device);
 
   if (json) {
     printf(
-        "{\"backend\": \"host\", \"submit\": {\"submissions_per_batch\": %lld, "
+        "{\"backend\": \"%s\", \"submit\": {\"submissions_per_batch\": %lld, "
         "\"batches\": %d, \"median_ns\": %.1f, \"min_ns\": %.1f, "
         "\"max_ns\": %.1f}, \"pingpong\": {\"rounds\": %lld, "
         "\"median_us\": %.2f, \"p90_us\": %.2f}, \"host_rtt\": "
-        "{\"rounds\": %lld, \"median_us\": %.2f, \"p90_us\": %.2f}}\n",
-        (long long)r.submissions, r.batches, r.submit_median_ns,
+        "{\"rounds\": %lld, \"median_us\": %.2f, \"p90_us\": %.2f}, "
+        "\"contention\": {\"submissions_per_batch\": %lld, \"batches\": %d, "
+        "\"shared_device\": {\"1\": %.0f, \"2\": %.0f, \"4\": %.0f}, "
+        "\"device_per_thread\": {\"1\": %.0f, \"2\": %.0f, \"4\": "
+        "%.0f}}}\n",
+        backend_name, (long long)r.submissions, r.batches, r.submit_median_ns,
         r.submit_min_ns, r.submit_max_ns, (long long)r.rounds,
         r.pingpong_median_us, r.pingpong_p90_us, (long long)r.rounds - 1,
-        r.host_rtt_median_us, r.host_rtt_p90_us);
+        r.host_rtt_median_us, r.host_rtt_p90_us, (long long)r.submissions,
+        r.contention_batches, r.contention_rate[0][0], r.contention_rate[0][1],
+        r.contention_rate[0][2], r.contention_rate[1][0],
+        r.contention_rate[1][1], r.contention_rate[1][2]);
   } else {
-    printf("hipline timeline benchmarks (host backend)\n");
+    printf("hipline timeline benchmarks (%s backend)\n", backend_name);
     printf("%-34s %12s %12s %12s\n", "benchmark", "median", "min/p90", "max");
     printf("%-34s %9.1f ns %9.1f ns %9.1f ns\n",
            "empty submission (wait+signal)", r.submit_median_ns,
@@ -262,6 +400,20 @@ int main(int argc, char** argv) {
            r.host_rtt_median_us, r.host_rtt_p90_us, "");
     printf("(%lld submissions x %d batches; %lld rounds)\n",
            (long long)r.submissions, r.batches, (long long)r.rounds);
+    printf(
+        "\ncontention: aggregate empty submissions per second, each thread "
+        "on its own queue (%lld x %d each)\n",
+        (long long)r.submissions, r.contention_batches);
+    printf("%-20s %14s %14s %14s\n", "placement", "1 thread", "2 threads",
+           "4 threads");
+    for (int p = 0; p < 2; ++p) {
+      printf("%-20s", kPlacementNames[p]);
+      for (int t = 0; t < 3; ++t) {
+        printf(" %8.0f/s %4.2fx", r.contention_rate[p][t],
+               r.contention_rate[p][t] / r.contention_rate[p][0]);
+      }
+      putchar('\n');
+    }
   }
   return 0;
 }

@@ -1,9 +1,9 @@
 // The GPU code objects compiled into the library at build time.
 //
 // kernels/CMakeLists.txt compiles hipline_kernels.hip once per distinct
-// target in HIPLINE_GPU_TARGETS that the installed hipcc can build and embeds
-// each result (a clang offload bundle) as one entry here. A build without
-// hipcc has no entries. The registry in runtime/executable/ is the only
+// target in HIPLINE_GPU_TARGETS that a device compiler can build and embeds
+// each result as one entry here: a bare AMDGPU ELF from a plain clang, or a
+// clang offload bundle from hipcc. A build without either has no entries. The registry in runtime/executable/ is the only
 // intended reader.
 #ifndef HIPLINE_KERNELS_EMBEDDED_CODE_OBJECTS_H_
 #define HIPLINE_KERNELS_EMBEDDED_CODE_OBJECTS_H_
@@ -15,7 +15,7 @@ typedef struct hl_embedded_code_object_t {
   // Canonical target id the object was built for: the processor, then its
   // feature flags sorted by name ("gfx90a", "gfx90a:sramecc+:xnack-").
   const char* target;
-  // The bytes hipcc --genco wrote, 64-byte aligned; static storage.
+  // The bytes the device compiler wrote, 64-byte aligned; static storage.
   const uint8_t* data;
   size_t size;
 } hl_embedded_code_object_t;

@@ -1,10 +1,11 @@
-// Device kernels, compiled by hipcc --genco into one code object per GPU
-// target. Parameter lists and semantics are in kernel_table.h, which also
-// declares every kernel below: a definition whose parameter types differ
-// from the table does not compile (two extern "C" functions of one name).
-#include <hip/hip_runtime.h>
+// Device kernels, compiled into one code object per GPU target, by clang
+// (-nogpulib -nogpuinc) or by ROCm's hipcc --genco (kernels/CMakeLists.txt).
+// Parameter lists and semantics are in kernel_table.h, which also declares
+// every kernel below: a definition whose parameter types differ from the table
+// does not compile (two extern "C" functions of one name).
 #include <stdint.h>
 
+#include "kernels/device_api.h"
 #include "kernels/kernel_table.h"
 #include "kernels/pattern.h"
 

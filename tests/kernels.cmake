@@ -1,5 +1,5 @@
 # Kernel tests: host reference kernels, the executable registry, and (when
-# hipcc built code objects) the build record and the embedded code objects.
+# a device compiler built code objects) the build record and the embedded code objects.
 hl_add_test(kernels_host_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/kernels_host_test.c
             LABELS kernels)
 hl_add_test(kernels_registry_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/kernels_registry_test.c
@@ -11,4 +11,7 @@ if(HIPLINE_KERNELS_HIPCC_USED)
   target_compile_definitions(kernels_build_test PRIVATE
     "HL_TEST_BUILD_RECORD=\"${HIPLINE_KERNELS_BUILD_RECORD}\""
     "HL_TEST_REQUESTED_TARGETS=\"${hl_requested_targets}\"")
+  if(HIPLINE_KERNELS_CLANG_AVAILABLE)
+    target_compile_definitions(kernels_build_test PRIVATE HL_TEST_EXPECT_ALL_TARGETS=1)
+  endif()
 endif()

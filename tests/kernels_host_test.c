@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 // cmocka.h needs the headers above.
 #include <cmocka.h>
 
@@ -188,6 +189,31 @@ static void test_spin(void** state) {
   launch("spin", params, &config);  // A NULL counter is allowed.
 }
 
+static hl_duration_t thread_cpu_ns(void) {
+  struct timespec ts;
+  assert_int_equal(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts), 0);
+  return (hl_duration_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+// spin models device time: the stream is busy for the whole span, but the
+// host core is free (a busy wait would use all of it). Compares CPU time to
+// wall time, which a loaded machine can only make larger, not smaller.
+static void test_spin_sleeps(void** state) {
+  uint64_t cycles = 50000000;  // 50 ms.
+  uint32_t* out = NULL;
+  void* params[] = {&cycles, &out};
+  hl_duration_t cpu0 = thread_cpu_ns();
+  hl_time_t start = hl_time_now();
+  launch("spin", params, NULL);
+  hl_duration_t wall = hl_time_now() - start;
+  hl_duration_t cpu = thread_cpu_ns() - cpu0;
+  assert_true(wall >= 50000000);
+  if (cpu > wall / 5) {
+    fail_msg("spin used %lld ns of CPU in %lld ns: it busy-waits",
+             (long long)cpu, (long long)wall);
+  }
+}
+
 static void axpy(float a, const float* x, float* y, uint64_t n) {
   void* params[] = {&a, &x, &y, &n};
   launch("axpy", params, NULL);
@@ -224,6 +250,7 @@ int main(void) {
       cmocka_unit_test(test_verify_pattern),
       cmocka_unit_test(test_copy),
       cmocka_unit_test(test_spin),
+      cmocka_unit_test(test_spin_sleeps),
       cmocka_unit_test(test_axpy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,7 +18,7 @@ JOBS=${HIPLINE_JOBS:-2}
 
 PACKAGES=(
   cmake make gcc libc6-dev python3 gnuplot-nox
-  libcmocka-dev libamdhip64-dev hipcc rocm-device-libs
+  libcmocka-dev libamdhip64-dev hipcc rocm-device-libs clang-19 lld-19
 )
 
 log() { printf '==> %s\n' "$*" >&2; }

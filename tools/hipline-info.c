@@ -308,6 +308,25 @@ static void hl_info_print_device_executable(hl_info_writer_t* w,
   }
 }
 
+// The |index|th embedded code object; false when it is there.
+static bool hl_info_code_object(size_t index, const void** out_data,
+                                size_t* out_size) {
+  hl_status_t st = hl_executable_gpu_code_object(index, out_data, out_size);
+  if (!st) return false;
+  hl_status_free(st);
+  return true;
+}
+
+// "elf" for a bare AMDGPU ELF (a plain clang build), "bundle" for a clang
+// offload bundle (hipcc --genco).
+static const char* hl_info_code_object_format(const void* data, size_t size) {
+  if (size >= 4 && memcmp(data, "\177ELF", 4) == 0) return "elf";
+  if (size >= 24 && memcmp(data, "__CLANG_OFFLOAD_BUNDLE__", 24) == 0) {
+    return "bundle";
+  }
+  return "unknown";
+}
+
 static void hl_info_print_executables(hl_info_writer_t* w,
                                       hl_device_t* device) {
   // Large: keep it off the stack.
@@ -329,6 +348,19 @@ static void hl_info_print_executables(hl_info_writer_t* w,
     hl_json_open(w, "gpu_targets", '[');
     for (size_t i = 0; i < gpu_count; ++i) {
       hl_json_str(w, NULL, hl_executable_gpu_target(i));
+    }
+    hl_json_close(w, ']');
+    hl_json_open(w, "code_objects", '[');
+    for (size_t i = 0; i < gpu_count; ++i) {
+      const void* data = NULL;
+      size_t size = 0;
+      hl_json_open(w, NULL, '{');
+      hl_json_str(w, "target", hl_executable_gpu_target(i));
+      if (!hl_info_code_object(i, &data, &size)) {
+        hl_json_uint(w, "bytes", size);
+        hl_json_str(w, "format", hl_info_code_object_format(data, size));
+      }
+      hl_json_close(w, '}');
     }
     hl_json_close(w, ']');
     hl_json_open(w, "registry_targets", '[');
@@ -372,9 +404,14 @@ static void hl_info_print_executables(hl_info_writer_t* w,
   }
 
   printf("executables:\n  GPU code objects: ");
-  if (gpu_count == 0) fputs("none (built without hipcc)", stdout);
+  if (gpu_count == 0) fputs("none (built without a device compiler)", stdout);
   for (size_t i = 0; i < gpu_count; ++i) {
+    const void* data = NULL;
+    size_t size = 0;
     printf("%s%s", i ? ", " : "", hl_executable_gpu_target(i));
+    if (!hl_info_code_object(i, &data, &size)) {
+      printf(" (%zu bytes, %s)", size, hl_info_code_object_format(data, size));
+    }
   }
   printf("\n  host code object: %s\n  kernels:          ", HL_TARGET_ID_HOST);
   for (size_t i = 0; i < kernel_count; ++i) {

@@ -31,7 +31,7 @@ export HIPLINE_JOBS=$JOBS
 
 REQUIRED_PACKAGES=(
   cmake make gcc libc6-dev pkgconf python3
-  libcmocka-dev libamdhip64-dev hipcc rocm-device-libs
+  libcmocka-dev libamdhip64-dev hipcc rocm-device-libs clang-19 lld-19
   clang-14 libclang-rt-14-dev
 )
 OPTIONAL_PACKAGES=(valgrind)

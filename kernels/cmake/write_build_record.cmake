@@ -1,17 +1,20 @@
 # cmake -P script: writes the build record of the GPU code objects.
 #   -DOUTPUT=<file> -DTARGETS=<a|b|...> -DFILES=<a.co|b.co|...>
-#   -DSKIPPED=<t=reason|...> (may be empty) -DHIPCC=<hipcc command line>
-# One line per code object: "built<TAB>target<TAB>bytes<TAB>path", one line
-# per target hipcc could not build: "skipped<TAB>target<TAB>reason". Each
-# requested distinct target appears on exactly one line.
+#   -DCOMPILERS=<clang|hipcc|...> -DSKIPPED=<t=reason|...> (may be empty)
+#   -DCLANG=<clang command line> -DHIPCC=<hipcc command line> (may be empty)
+# One line per code object: "built<TAB>target<TAB>bytes<TAB>path<TAB>compiler",
+# one line per target no compiler could build: "skipped<TAB>target<TAB>reason".
+# Each requested distinct target appears on exactly one line.
 string(REPLACE "|" ";" targets "${TARGETS}")
 string(REPLACE "|" ";" files "${FILES}")
+string(REPLACE "|" ";" compilers "${COMPILERS}")
 string(REPLACE "|" ";" skipped "${SKIPPED}")
 set(text "# hipline GPU code objects; written by kernels/cmake/write_build_record.cmake\n")
+string(APPEND text "# clang: ${CLANG}\n")
 string(APPEND text "# hipcc: ${HIPCC}\n")
-foreach(target file IN ZIP_LISTS targets files)
+foreach(target file compiler IN ZIP_LISTS targets files compilers)
   file(SIZE "${file}" size)
-  string(APPEND text "built\t${target}\t${size}\t${file}\n")
+  string(APPEND text "built\t${target}\t${size}\t${file}\t${compiler}\n")
 endforeach()
 foreach(entry ${skipped})
   string(FIND "${entry}" "=" eq)

@@ -6,6 +6,7 @@
 
 #include "hipline/time.h"
 #include "kernels/pattern.h"
+#include "runtime/base/time_util.h"
 
 _Static_assert(sizeof(void*) == 8,
                "kernel parameter sizes assume 8-byte pointers, as on amdgcn");
@@ -43,14 +44,17 @@ void hl_host_kernel_copy(void** params, const hl_launch_config_t* config) {
 }
 
 // Host clock model: one device cycle is one nanosecond (a nominal 1 GHz
-// clock), so spin(cycles) busy-waits |cycles| ns of monotonic time.
+// clock), so spin(cycles) keeps the stream busy for |cycles| ns of monotonic
+// time. It sleeps rather than burning a core: a GPU's spin occupies the
+// device, not a host CPU, and a busy wait here would make several streams on
+// a small machine measure the machine's core count instead of hipline's
+// overlap of queues. Stream workers ask for precise sleeps
+// (hl_thread_set_precise_sleep), so the overshoot is microseconds.
 void hl_host_kernel_spin(void** params, const hl_launch_config_t* config) {
   uint64_t cycles = HL_PARAM(uint64_t, 0);
   uint32_t* out_blocks_done = HL_PARAM(uint32_t*, 1);
   if (cycles > HL_HOST_SPIN_MAX_NS) cycles = HL_HOST_SPIN_MAX_NS;
-  const hl_time_t start = hl_time_now();
-  while ((uint64_t)(hl_time_now() - start) < cycles) {
-  }
+  hl_sleep_until(hl_time_now() + (hl_time_t)cycles);
   if (out_blocks_done != NULL) {
     uint32_t blocks = 1;
     if (config != NULL) {

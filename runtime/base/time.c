@@ -1,4 +1,9 @@
+#include <errno.h>
 #include <time.h>
+
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 #include "runtime/base/time_util.h"
 
@@ -39,4 +44,19 @@ void hl_sleep_ns(hl_duration_t ns) {
   struct timespec ts = {(time_t)(ns / 1000000000ll), (long)(ns % 1000000000ll)};
   while (nanosleep(&ts, &ts) != 0) {
   }
+}
+
+void hl_sleep_until(hl_time_t deadline) {
+  if (deadline == HL_INFINITE_FUTURE) deadline = hl_time_now();
+  struct timespec ts = {(time_t)(deadline / 1000000000ll),
+                        (long)(deadline % 1000000000ll)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+  }
+}
+
+void hl_thread_set_precise_sleep(void) {
+#if defined(__linux__) && defined(PR_SET_TIMERSLACK)
+  // Failure only keeps the default slack.
+  (void)prctl(PR_SET_TIMERSLACK, 1ul, 0ul, 0ul, 0ul);
+#endif
 }

@@ -19,4 +19,13 @@ int hl_cnd_wait_until(cnd_t* cnd, mtx_t* mtx, hl_time_t deadline);
 // Sleeps for |ns| nanoseconds (no-op for <= 0).
 void hl_sleep_ns(hl_duration_t ns);
 
+// Sleeps until the monotonic clock reaches |deadline| (returns at once when
+// it has). Unlike a busy wait it leaves the core to other threads.
+void hl_sleep_until(hl_time_t deadline);
+
+// Asks the kernel to wake the calling thread's timed sleeps as close to
+// their deadline as it can (Linux timer slack of 1 ns instead of the default
+// 50 us); a no-op elsewhere. For threads that model device time by sleeping.
+void hl_thread_set_precise_sleep(void);
+
 #endif  // HIPLINE_RUNTIME_BASE_TIME_UTIL_H_

@@ -19,42 +19,6 @@ static hl_host_backend_t* hl_host_cast(hl_backend_t* backend) {
   return (hl_host_backend_t*)backend;
 }
 
-#define HL_HOST_ITEM_CACHE 1024
-
-hl_status_t hl_host_item_alloc(hl_host_backend_t* device,
-                               hl_host_item_kind_t kind,
-                               hl_host_item_t** out_item) {
-  mtx_lock(&device->item_mutex);
-  hl_host_item_t* item = device->free_items;
-  if (item) {
-    device->free_items = item->next;
-    --device->free_item_count;
-  }
-  mtx_unlock(&device->item_mutex);
-  if (item) {
-    memset(item, 0, offsetof(hl_host_item_t, kernel.storage));
-  } else {
-    HL_RETURN_IF_ERROR(hl_allocator_calloc(device->base.host_allocator,
-                                           sizeof(*item), (void**)&item),
-                       "allocating a host stream item");
-  }
-  item->kind = kind;
-  *out_item = item;
-  return NULL;
-}
-
-void hl_host_item_free(hl_host_backend_t* device, hl_host_item_t* item) {
-  mtx_lock(&device->item_mutex);
-  if (device->free_item_count < HL_HOST_ITEM_CACHE) {
-    item->next = device->free_items;
-    device->free_items = item;
-    ++device->free_item_count;
-    item = NULL;
-  }
-  mtx_unlock(&device->item_mutex);
-  if (item) hl_allocator_free(device->base.host_allocator, item);
-}
-
 static hl_status_t hl_host_device_count(int* out_count) {
   uint64_t n = 1;
   const char* v = hl_env_get("HIPLINE_HOST_DEVICES");
@@ -113,12 +77,7 @@ hl_status_t hl_host_backend_device_properties(int ordinal,
 static void hl_host_destroy(hl_backend_t* backend) {
   hl_host_backend_t* device = hl_host_cast(backend);
   hl_host_pool_deinitialize(device);
-  while (device->free_items) {
-    hl_host_item_t* item = device->free_items;
-    device->free_items = item->next;
-    hl_allocator_free(device->base.host_allocator, item);
-  }
-  mtx_destroy(&device->item_mutex);
+  hl_host_item_cache_deinitialize(device);
   hl_allocator_free(device->base.host_allocator, device);
 }
 
@@ -138,101 +97,18 @@ static hl_status_t hl_host_stream_create_entry(
 
 static void hl_host_stream_destroy_entry(hl_backend_t* backend,
                                          hl_backend_stream_t* stream) {
-  hl_host_stream_destroy(hl_host_cast(backend), stream);
+  hl_host_backend_t* device = hl_host_cast(backend);
+  hl_host_stream_stop(stream);
+  // Its cached blocks become plainly free before the stream goes.
+  hl_host_pool_forget_stream(device, stream);
+  atomic_fetch_sub(&device->live_streams, 1);
+  hl_host_stream_release(stream);
 }
 
 static hl_status_t hl_host_stream_synchronize(hl_backend_t* backend,
                                               hl_backend_stream_t* stream) {
   hl_host_stream_wait_seq(stream, hl_host_stream_submitted(stream));
   hl_host_pool_release_to_threshold(hl_host_cast(backend));
-  return NULL;
-}
-
-static hl_status_t hl_host_event_create(hl_backend_t* backend,
-                                        hl_backend_event_t** out_event) {
-  hl_host_backend_t* device = hl_host_cast(backend);
-  hl_backend_event_t* event = NULL;
-  HL_RETURN_IF_ERROR(hl_allocator_calloc(device->base.host_allocator,
-                                         sizeof(*event), (void**)&event),
-                     "allocating a host event");
-  atomic_init(&event->ref_count, 1);
-  event->device = device;
-  if (mtx_init(&event->mutex, mtx_plain) != thrd_success) {
-    hl_allocator_free(device->base.host_allocator, event);
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "creating an event mutex");
-  }
-  atomic_fetch_add(&device->live_events, 1);
-  *out_event = event;
-  return NULL;
-}
-
-void hl_host_event_release(hl_backend_event_t* event) {
-  if (atomic_fetch_sub_explicit(&event->ref_count, 1, memory_order_acq_rel) !=
-      1) {
-    return;
-  }
-  if (event->stream) hl_host_stream_release(event->stream);
-  mtx_destroy(&event->mutex);
-  hl_allocator_free(event->device->base.host_allocator, event);
-}
-
-static void hl_host_event_destroy(hl_backend_t* backend,
-                                  hl_backend_event_t* event) {
-  atomic_fetch_sub(&hl_host_cast(backend)->live_events, 1);
-  hl_host_event_release(event);
-}
-
-void hl_host_event_mark(hl_backend_event_t* event, uint64_t generation) {
-  int64_t now = hl_time_now();
-  mtx_lock(&event->mutex);
-  if (event->generation == generation) event->time_ns = now;
-  mtx_unlock(&event->mutex);
-  hl_host_event_release(event);
-}
-
-static hl_status_t hl_host_event_record(hl_backend_t* backend,
-                                        hl_backend_event_t* event,
-                                        hl_backend_stream_t* stream) {
-  hl_host_item_t* item = NULL;
-  HL_RETURN_IF_ERROR(
-      hl_host_item_alloc(hl_host_cast(backend), HL_HOST_ITEM_RECORD, &item),
-      "recording an event");
-  atomic_fetch_add(&event->ref_count, 1);
-  item->record.event = event;
-  // Hold the event mutex across the push so a concurrent query sees either
-  // the old record or the new one, never a half-updated pair.
-  mtx_lock(&event->mutex);
-  item->record.generation = ++event->generation;
-  uint64_t seq = 0;
-  hl_host_stream_push_item(stream, item, &seq);
-  hl_backend_stream_t* old = event->stream;
-  hl_host_stream_retain(stream);
-  event->stream = stream;
-  event->seq = seq;
-  mtx_unlock(&event->mutex);
-  if (old) hl_host_stream_release(old);
-  return NULL;
-}
-
-// Reads the event's (stream, seq) pair with the stream retained.
-static hl_backend_stream_t* hl_host_event_snapshot(hl_backend_event_t* event,
-                                                   uint64_t* out_seq) {
-  mtx_lock(&event->mutex);
-  hl_backend_stream_t* stream = event->stream;
-  if (stream) hl_host_stream_retain(stream);
-  *out_seq = event->seq;
-  mtx_unlock(&event->mutex);
-  return stream;
-}
-
-static hl_status_t hl_host_event_query(hl_backend_t* backend,
-                                       hl_backend_event_t* event,
-                                       bool* out_complete) {
-  uint64_t seq = 0;
-  hl_backend_stream_t* stream = hl_host_event_snapshot(event, &seq);
-  *out_complete = !stream || hl_host_stream_completed(stream) >= seq;
-  if (stream) hl_host_stream_release(stream);
   return NULL;
 }
 
@@ -245,33 +121,6 @@ static hl_status_t hl_host_event_synchronize(hl_backend_t* backend,
     hl_host_stream_release(stream);
   }
   hl_host_pool_release_to_threshold(hl_host_cast(backend));
-  return NULL;
-}
-
-static hl_status_t hl_host_event_elapsed_ms(hl_backend_t* backend,
-                                            hl_backend_event_t* start,
-                                            hl_backend_event_t* end,
-                                            float* out_ms) {
-  bool start_done = false, end_done = false;
-  hl_host_event_query(backend, start, &start_done);
-  hl_host_event_query(backend, end, &end_done);
-  mtx_lock(&start->mutex);
-  int64_t t0 = start->time_ns;
-  bool start_recorded = start->stream != NULL;
-  mtx_unlock(&start->mutex);
-  mtx_lock(&end->mutex);
-  int64_t t1 = end->time_ns;
-  bool end_recorded = end->stream != NULL;
-  mtx_unlock(&end->mutex);
-  if (!start_recorded || !end_recorded) {
-    return HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
-                          "event_elapsed_ms: both events must be recorded");
-  }
-  if (!start_done || !end_done) {
-    return HL_MAKE_STATUS(HL_STATUS_UNAVAILABLE,
-                          "event_elapsed_ms: events not complete yet");
-  }
-  *out_ms = (float)((double)(t1 - t0) / 1e6);
   return NULL;
 }
 

@@ -1,5 +1,12 @@
 // Shared internals of the host backend: streams served by worker threads and
 // a stream-ordered pool over host memory.
+//
+// Files and what each may call (no circle):
+//   host_item.c    stream items and their per-device cache (a leaf)
+//   host_stream.c  streams and their workers            -> items
+//   host_event.c   events, (stream, sequence) pairs      -> streams, items
+//   host_pool.c    the stream-ordered pool              -> streams, items
+//   host_backend.c the vtable and device lifecycle       -> all of the above
 #ifndef HIPLINE_RUNTIME_BACKEND_HOST_HOST_INTERNAL_H_
 #define HIPLINE_RUNTIME_BACKEND_HOST_HOST_INTERNAL_H_
 
@@ -58,8 +65,7 @@ typedef struct hl_host_backend_t {
   atomic_int_least64_t live_events;
   atomic_int_least64_t live_modules;
   hl_host_pool_t pool;
-  // Recycled stream items: submitters allocate them and workers free them,
-  // which glibc's per-thread caches handle poorly.
+  // Recycled stream items (host_item.c).
   mtx_t item_mutex;
   hl_host_item_t* free_items;
   uint32_t free_item_count;
@@ -68,8 +74,9 @@ typedef struct hl_host_backend_t {
 // Streams (host_stream.c).
 hl_status_t hl_host_stream_create(hl_host_backend_t* device,
                                   hl_backend_stream_t** out_stream);
-void hl_host_stream_destroy(hl_host_backend_t* device,
-                            hl_backend_stream_t* stream);
+// Runs everything queued, then ends the worker thread. The caller forgets
+// the stream in the pool and drops the owner's reference.
+void hl_host_stream_stop(hl_backend_stream_t* stream);
 void hl_host_stream_retain(hl_backend_stream_t* stream);
 void hl_host_stream_release(hl_backend_stream_t* stream);
 // Enqueues a host function; returns the item's sequence in |*out_seq|.

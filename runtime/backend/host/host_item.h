@@ -46,8 +46,11 @@ struct hl_host_item_t {
       _Alignas(8) unsigned char storage[HL_HOST_KERNEL_STORAGE];
     } kernel;
     struct {
-      struct hl_backend_event_t* event;  // Retained.
+      struct hl_backend_event_t* event;  // Retained; |mark| drops it.
       uint64_t generation;
+      // Stamps the record of |generation| as run and drops the reference
+      // (host_event.c); called by the stream's worker.
+      void (*mark)(struct hl_backend_event_t* event, uint64_t generation);
     } record;
     struct {
       void* ptr;
@@ -67,16 +70,33 @@ struct hl_backend_event_t {
   int64_t time_ns;      // When the latest record ran.
 };
 
+// Item cache (host_item.c): a leaf.
 hl_status_t hl_host_item_alloc(hl_host_backend_t* device,
                                hl_host_item_kind_t kind,
                                hl_host_item_t** out_item);
 void hl_host_item_free(hl_host_backend_t* device, hl_host_item_t* item);
+// Frees the cached items and the cache's mutex (device teardown).
+void hl_host_item_cache_deinitialize(hl_host_backend_t* device);
+
 hl_status_t hl_host_stream_push_item(hl_backend_stream_t* stream,
                                      hl_host_item_t* item, uint64_t* out_seq);
 
-// Marks the record of |generation| as run (time stamp) and drops the item's
-// reference.
-void hl_host_event_mark(struct hl_backend_event_t* event, uint64_t generation);
+// Events (host_event.c): use streams and items, never the pool.
+hl_status_t hl_host_event_create(hl_backend_t* backend,
+                                 hl_backend_event_t** out_event);
+void hl_host_event_destroy(hl_backend_t* backend, hl_backend_event_t* event);
 void hl_host_event_release(struct hl_backend_event_t* event);
+hl_status_t hl_host_event_record(hl_backend_t* backend,
+                                 hl_backend_event_t* event,
+                                 hl_backend_stream_t* stream);
+// Reads the event's (stream, seq) pair with the stream retained (NULL when
+// never recorded).
+hl_backend_stream_t* hl_host_event_snapshot(hl_backend_event_t* event,
+                                            uint64_t* out_seq);
+hl_status_t hl_host_event_query(hl_backend_t* backend,
+                                hl_backend_event_t* event, bool* out_complete);
+hl_status_t hl_host_event_elapsed_ms(hl_backend_t* backend,
+                                     hl_backend_event_t* start,
+                                     hl_backend_event_t* end, float* out_ms);
 
 #endif  // HIPLINE_RUNTIME_BACKEND_HOST_HOST_ITEM_H_

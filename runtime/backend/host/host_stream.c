@@ -64,7 +64,7 @@ static void hl_host_item_execute(hl_backend_stream_t* stream,
       break;
     }
     case HL_HOST_ITEM_RECORD:
-      hl_host_event_mark(item->record.event, item->record.generation);
+      item->record.mark(item->record.event, item->record.generation);
       break;
     case HL_HOST_ITEM_POISON:
       memset(item->poison.ptr, 0xDB, item->poison.size);
@@ -77,6 +77,8 @@ static void hl_host_item_execute(hl_backend_stream_t* stream,
 
 static int hl_host_stream_main(void* arg) {
   hl_backend_stream_t* stream = (hl_backend_stream_t*)arg;
+  // Kernels that model device time (spin) sleep on this thread.
+  hl_thread_set_precise_sleep();
   for (;;) {
     mtx_lock(&stream->mutex);
     while (!stream->head) cnd_wait(&stream->work_cond, &stream->mutex);
@@ -167,16 +169,12 @@ hl_status_t hl_host_stream_push_item(hl_backend_stream_t* stream,
   return NULL;
 }
 
-void hl_host_stream_destroy(hl_host_backend_t* device,
-                            hl_backend_stream_t* stream) {
-  // The stop item was made with the stream, so destroy cannot fail.
+void hl_host_stream_stop(hl_backend_stream_t* stream) {
+  // The stop item was made with the stream, so stopping cannot fail.
   hl_host_item_t* item = stream->stop_item;
   stream->stop_item = NULL;
   hl_host_stream_push(stream, item);
   thrd_join(stream->thread, NULL);
-  hl_host_pool_forget_stream(device, stream);
-  atomic_fetch_sub(&device->live_streams, 1);
-  hl_host_stream_release(stream);
 }
 
 hl_status_t hl_host_stream_enqueue_fn(hl_backend_stream_t* stream,
