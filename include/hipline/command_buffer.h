@@ -66,8 +66,7 @@ enum {
 
 // Creates an empty command buffer for |device| (retained). |flags| is a set
 // of HL_COMMAND_BUFFER_FLAG_* bits; others are INVALID_ARGUMENT.
-HL_API hl_status_t hl_command_buffer_create(hl_device_t* device,
-                                            uint32_t flags,
+HL_API hl_status_t hl_command_buffer_create(hl_device_t* device, uint32_t flags,
                                             hl_command_buffer_t** out_cb);
 HL_API void hl_command_buffer_retain(hl_command_buffer_t* cb);
 // The last release drops the buffers; executions in flight hold their own
@@ -89,12 +88,9 @@ HL_API hl_status_t hl_command_buffer_update(hl_command_buffer_t* cb,
 
 // Copies |length| bytes from |source|+|source_offset| to
 // |target|+|target_offset| (overlap behaves as memmove).
-HL_API hl_status_t hl_command_buffer_copy(hl_command_buffer_t* cb,
-                                          hl_buffer_t* source,
-                                          uint64_t source_offset,
-                                          hl_buffer_t* target,
-                                          uint64_t target_offset,
-                                          uint64_t length);
+HL_API hl_status_t hl_command_buffer_copy(
+    hl_command_buffer_t* cb, hl_buffer_t* source, uint64_t source_offset,
+    hl_buffer_t* target, uint64_t target_offset, uint64_t length);
 
 enum {
   // The kernel writes every byte of this argument's declared range (lets

@@ -44,14 +44,14 @@ typedef enum hl_command_kind_e {
 
 typedef struct hl_command_t {
   hl_command_kind_t kind;
-  uint32_t target;  // Root index (fill, update, copy).
-  uint32_t source;  // Root index (copy).
+  uint32_t target;         // Root index (fill, update, copy).
+  uint32_t source;         // Root index (copy).
   uint64_t target_offset;  // From the root's start.
   uint64_t source_offset;
   uint64_t length;
-  uint32_t pattern;     // Fill.
-  uint64_t data_offset;  // Update: into |data|.
-  uint32_t call;         // Dispatch: into |calls|.
+  uint32_t pattern;                          // Fill.
+  uint64_t data_offset;                      // Update: into |data|.
+  uint32_t call;                             // Dispatch: into |calls|.
   uint32_t arg_roots[HL_KERNEL_MAX_PARAMS];  // Dispatch: root index + 1.
   uint32_t arg_flags[HL_KERNEL_MAX_PARAMS];
 } hl_command_t;
@@ -189,8 +189,7 @@ static hl_status_t hl_command_check_range(const hl_command_buffer_t* cb,
                           (unsigned long long)cb->id);
   }
   if (length == 0) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "%s: length is 0",
-                          what);
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "%s: length is 0", what);
   }
   if (offset > buffer->length || length > buffer->length - offset) {
     return HL_MAKE_STATUS(
@@ -288,17 +287,18 @@ hl_status_t hl_command_buffer_update(hl_command_buffer_t* cb,
   static const char kWhat[] = "hl_command_buffer_update";
   HL_RETURN_IF_ERROR_PLAIN(hl_command_check_open(cb, kWhat));
   if (!host_source) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "%s: host_source is NULL", kWhat);
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "%s: host_source is NULL",
+                          kWhat);
   }
   HL_RETURN_IF_ERROR_PLAIN(
       hl_command_check_range(cb, kWhat, buffer, offset, length));
   if (length > HL_COMMAND_BUFFER_MAX_UPDATE_SIZE) {
-    return HL_MAKE_STATUS(HL_STATUS_OUT_OF_RANGE,
-                          "%s: %llu bytes exceed the %llu-byte update limit "
-                          "(use hl_queue_write or a copy for more)",
-                          kWhat, (unsigned long long)length,
-                          (unsigned long long)HL_COMMAND_BUFFER_MAX_UPDATE_SIZE);
+    return HL_MAKE_STATUS(
+        HL_STATUS_OUT_OF_RANGE,
+        "%s: %llu bytes exceed the %llu-byte update limit "
+        "(use hl_queue_write or a copy for more)",
+        kWhat, (unsigned long long)length,
+        (unsigned long long)HL_COMMAND_BUFFER_MAX_UPDATE_SIZE);
   }
   HL_RETURN_IF_ERROR_PLAIN(hl_command_reserve(cb, &buffer, 1));
   if (!hl_grow((void**)&cb->data, 1, &cb->data_capacity,
@@ -323,8 +323,7 @@ hl_status_t hl_command_buffer_update(hl_command_buffer_t* cb,
 hl_status_t hl_command_buffer_copy(hl_command_buffer_t* cb, hl_buffer_t* source,
                                    uint64_t source_offset, hl_buffer_t* target,
                                    uint64_t target_offset, uint64_t length) {
-  HL_RETURN_IF_ERROR_PLAIN(
-      hl_command_check_open(cb, "hl_command_buffer_copy"));
+  HL_RETURN_IF_ERROR_PLAIN(hl_command_check_open(cb, "hl_command_buffer_copy"));
   HL_RETURN_IF_ERROR_PLAIN(hl_command_check_range(
       cb, "hl_command_buffer_copy source", source, source_offset, length));
   HL_RETURN_IF_ERROR_PLAIN(hl_command_check_range(
@@ -352,15 +351,16 @@ hl_status_t hl_command_buffer_dispatch(hl_command_buffer_t* cb,
   static const char kWhat[] = "hl_command_buffer_dispatch";
   HL_RETURN_IF_ERROR_PLAIN(hl_command_check_open(cb, kWhat));
   if (!kernel_name) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "%s: kernel_name is NULL", kWhat);
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "%s: kernel_name is NULL",
+                          kWhat);
   }
   char owner[48];
   snprintf(owner, sizeof(owner), "command buffer %llu",
            (unsigned long long)cb->id);
   hl_dispatch_call_t call;
-  HL_RETURN_IF_ERROR_PLAIN(hl_dispatch_call_init(
-      cb->device, owner, kernel_name, config, arg_count, args, &call));
+  HL_RETURN_IF_ERROR(hl_dispatch_call_init(cb->device, owner, kernel_name,
+                                           config, arg_count, args, &call),
+                     "%s into %s", kWhat, owner);
   for (uint32_t i = 0; arg_flags && i < call.param_count; ++i) {
     uint32_t flags = arg_flags[i];
     if (flags & ~(uint32_t)HL_COMMAND_ARG_WRITES_WHOLE_RANGE) {
@@ -390,8 +390,7 @@ hl_status_t hl_command_buffer_dispatch(hl_command_buffer_t* cb,
   for (uint32_t i = 0; i < call.param_count; ++i) {
     if (call.roots[i]) buffers[i] = args[i].buffer;
   }
-  HL_RETURN_IF_ERROR_PLAIN(
-      hl_command_reserve(cb, buffers, call.param_count));
+  HL_RETURN_IF_ERROR_PLAIN(hl_command_reserve(cb, buffers, call.param_count));
   if (!hl_grow((void**)&cb->calls, sizeof(*cb->calls), &cb->call_capacity,
                (size_t)cb->call_count + 1)) {
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
@@ -515,8 +514,7 @@ static bool hl_command_apply_backwards(const hl_command_buffer_t* cb,
     case HL_COMMAND_COPY:
       return hl_range_set_add(&dead[command->target], command->target_offset,
                               command->target_offset + command->length) &&
-             hl_range_set_remove(&dead[command->source],
-                                 command->source_offset,
+             hl_range_set_remove(&dead[command->source], command->source_offset,
                                  command->source_offset + command->length);
     case HL_COMMAND_DISPATCH: {
       const hl_dispatch_call_t* call = &cb->calls[command->call];
@@ -578,8 +576,7 @@ static hl_status_t hl_command_buffer_build_steps(hl_command_buffer_t* cb,
                                                  bool elide) {
   size_t count = cb->command_count;
   hl_range_set_t* dead =
-      elide ? calloc(cb->root_count ? cb->root_count : 1, sizeof(*dead))
-            : NULL;
+      elide ? calloc(cb->root_count ? cb->root_count : 1, sizeof(*dead)) : NULL;
   // Kept pieces per fill, gathered backwards.
   hl_range_set_t* pieces =
       elide ? calloc(count ? count : 1, sizeof(*pieces)) : NULL;
@@ -737,8 +734,8 @@ static hl_status_t hl_execute_run_on_host(void* user) {
     const hl_command_t* step = &cb->steps[i];
     switch (step->kind) {
       case HL_COMMAND_FILL: {
-        uint32_t* words = (uint32_t*)hl_step_pointer(cb, step->target,
-                                                     step->target_offset);
+        uint32_t* words =
+            (uint32_t*)hl_step_pointer(cb, step->target, step->target_offset);
         for (uint64_t w = 0; w < step->length / 4; ++w) {
           words[w] = step->pattern;
         }
@@ -860,8 +857,8 @@ hl_status_t hl_queue_execute(hl_queue_t* queue, const hl_fence_t* wait_fence,
   for (uint32_t i = 0; i < cb->root_count; ++i) {
     hl_root_retain_for_op(cb->roots[i]);
   }
-  hl_status_t st = hl_queue_submit(queue, wait_fence, signal_fence, &op->base,
-                                   NULL);
+  hl_status_t st =
+      hl_queue_submit(queue, wait_fence, signal_fence, &op->base, NULL);
   if (!st) {
     // |op| may already be released; |cb| is the caller's.
     hl_memory_note_elision(device, queue_id, cb->info.fills_elided,

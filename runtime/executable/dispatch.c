@@ -574,8 +574,8 @@ hl_status_t hl_dispatch_call_launch(hl_backend_t* backend,
   void* params[HL_KERNEL_MAX_PARAMS];
   hl_dispatch_call_resolve(call, slots, params);
   hl_launch_config_t config = call->config;
-  HL_RETURN_IF_ERROR(backend->vtable->launch_kernel(
-                         backend, call->function, &config, params, stream),
+  HL_RETURN_IF_ERROR(backend->vtable->launch_kernel(backend, call->function,
+                                                    &config, params, stream),
                      "dispatching %s from a command buffer", call->kernel_name);
   return NULL;
 }
