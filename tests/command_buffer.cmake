@@ -6,3 +6,7 @@ hl_add_test(command_buffer_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/command_buffer_test.c
   LABELS command_buffer concurrency
   TIMEOUT 120)
+hl_add_test(command_buffer_property_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/command_buffer_property_test.c
+  LABELS command_buffer
+  TIMEOUT 600)
