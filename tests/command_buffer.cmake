@@ -10,3 +10,7 @@ hl_add_test(command_buffer_property_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/command_buffer_property_test.c
   LABELS command_buffer
   TIMEOUT 600)
+hl_add_test(command_buffer_fork_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/command_buffer_fork_test.c
+  LABELS command_buffer concurrency
+  TIMEOUT 600)
