@@ -49,12 +49,18 @@ typedef struct hl_command_t {
   uint64_t target_offset;  // From the root's start.
   uint64_t source_offset;
   uint64_t length;
-  uint32_t pattern;                          // Fill.
-  uint64_t data_offset;                      // Update: into |data|.
-  uint32_t call;                             // Dispatch: into |calls|.
-  uint32_t arg_roots[HL_KERNEL_MAX_PARAMS];  // Dispatch: root index + 1.
-  uint32_t arg_flags[HL_KERNEL_MAX_PARAMS];
+  uint32_t pattern;      // Fill.
+  uint32_t call;         // Dispatch: into |calls|.
+  uint64_t data_offset;  // Update: into |data|.
 } hl_command_t;
+
+// A recorded dispatch: the call and, per argument, its root index + 1 (0 for
+// none) and HL_COMMAND_ARG_* flags.
+typedef struct hl_command_call_t {
+  hl_dispatch_call_t call;
+  uint32_t arg_roots[HL_KERNEL_MAX_PARAMS];
+  uint32_t arg_flags[HL_KERNEL_MAX_PARAMS];
+} hl_command_call_t;
 
 struct hl_command_buffer_t {
   atomic_int ref_count;
@@ -75,7 +81,7 @@ struct hl_command_buffer_t {
   hl_command_t* commands;
   size_t command_count;
   size_t command_capacity;
-  hl_dispatch_call_t* calls;
+  hl_command_call_t* calls;
   uint32_t call_count;
   size_t call_capacity;
   uint8_t* data;
@@ -399,14 +405,16 @@ hl_status_t hl_command_buffer_dispatch(hl_command_buffer_t* cb,
   }
   hl_command_t* command = hl_command_append(cb, HL_COMMAND_DISPATCH);
   command->call = cb->call_count;
+  hl_command_call_t* recorded = &cb->calls[cb->call_count++];
+  memset(recorded, 0, sizeof(*recorded));
+  recorded->call = call;
   for (uint32_t i = 0; i < call.param_count; ++i) {
     if (!buffers[i]) continue;
-    command->arg_roots[i] =
+    recorded->arg_roots[i] =
         1 + hl_command_track(cb, buffers[i],
                              (call.access[i] & HL_ACCESS_WRITE) != 0);
-    command->arg_flags[i] = arg_flags ? arg_flags[i] : 0;
+    recorded->arg_flags[i] = arg_flags ? arg_flags[i] : 0;
   }
-  cb->calls[cb->call_count++] = call;
   ++cb->info.dispatches;
   return NULL;
 }
@@ -434,12 +442,25 @@ typedef struct hl_range_set_t {
   size_t capacity;
 } hl_range_set_t;
 
+// Index of the first range whose end is >= |at| (ends ascend too).
+static size_t hl_range_set_lower(const hl_range_set_t* set, uint64_t at) {
+  size_t lo = 0, hi = set->count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (set->ranges[mid].end < at) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 static bool hl_range_set_add(hl_range_set_t* set, uint64_t begin,
                              uint64_t end) {
   if (begin >= end) return true;
   // First range that ends at or after |begin| (touching ranges merge).
-  size_t lo = 0;
-  while (lo < set->count && set->ranges[lo].end < begin) ++lo;
+  size_t lo = hl_range_set_lower(set, begin);
   size_t hi = lo;
   while (hi < set->count && set->ranges[hi].begin <= end) {
     if (set->ranges[hi].begin < begin) begin = set->ranges[hi].begin;
@@ -467,9 +488,10 @@ static bool hl_range_set_add(hl_range_set_t* set, uint64_t begin,
 static bool hl_range_set_remove(hl_range_set_t* set, uint64_t begin,
                                 uint64_t end) {
   if (begin >= end) return true;
-  for (size_t i = 0; i < set->count;) {
+  for (size_t i = hl_range_set_lower(set, begin); i < set->count;) {
     hl_range_t r = set->ranges[i];
-    if (r.end <= begin || r.begin >= end) {
+    if (r.begin >= end) break;
+    if (r.end <= begin) {
       ++i;
       continue;
     }
@@ -517,23 +539,24 @@ static bool hl_command_apply_backwards(const hl_command_buffer_t* cb,
              hl_range_set_remove(&dead[command->source], command->source_offset,
                                  command->source_offset + command->length);
     case HL_COMMAND_DISPATCH: {
-      const hl_dispatch_call_t* call = &cb->calls[command->call];
+      const hl_command_call_t* recorded = &cb->calls[command->call];
+      const hl_dispatch_call_t* call = &recorded->call;
       for (uint32_t i = 0; i < call->param_count; ++i) {
-        if (!command->arg_roots[i] ||
-            !(command->arg_flags[i] & HL_COMMAND_ARG_WRITES_WHOLE_RANGE)) {
+        if (!recorded->arg_roots[i] ||
+            !(recorded->arg_flags[i] & HL_COMMAND_ARG_WRITES_WHOLE_RANGE)) {
           continue;
         }
-        if (!hl_range_set_add(&dead[command->arg_roots[i] - 1],
+        if (!hl_range_set_add(&dead[recorded->arg_roots[i] - 1],
                               call->offsets[i],
                               call->offsets[i] + call->lengths[i])) {
           return false;
         }
       }
       for (uint32_t i = 0; i < call->param_count; ++i) {
-        if (!command->arg_roots[i] || !(call->access[i] & HL_ACCESS_READ)) {
+        if (!recorded->arg_roots[i] || !(call->access[i] & HL_ACCESS_READ)) {
           continue;
         }
-        if (!hl_range_set_remove(&dead[command->arg_roots[i] - 1],
+        if (!hl_range_set_remove(&dead[recorded->arg_roots[i] - 1],
                                  call->offsets[i],
                                  call->offsets[i] + call->lengths[i])) {
           return false;
@@ -554,7 +577,8 @@ static bool hl_fill_pieces(const hl_command_t* command,
   uint64_t begin = command->target_offset;
   uint64_t end = begin + command->length;
   uint64_t cursor = begin;
-  for (size_t i = 0; i < dead->count && cursor < end; ++i) {
+  for (size_t i = hl_range_set_lower(dead, cursor);
+       i < dead->count && cursor < end; ++i) {
     hl_range_t r = dead->ranges[i];
     if (r.end <= cursor) continue;
     if (r.begin >= end) break;
@@ -751,7 +775,7 @@ static hl_status_t hl_execute_run_on_host(void* user) {
                 (size_t)step->length);
         break;
       case HL_COMMAND_DISPATCH:
-        hl_dispatch_call_run_host(&cb->calls[step->call]);
+        hl_dispatch_call_run_host(&cb->calls[step->call].call);
         break;
       case HL_COMMAND_BARRIER:
         break;
@@ -792,7 +816,8 @@ static hl_status_t hl_execute_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
             (size_t)step->length, ctx->stream);
         break;
       case HL_COMMAND_DISPATCH:
-        st = hl_dispatch_call_launch(b, &cb->calls[step->call], ctx->stream);
+        st = hl_dispatch_call_launch(b, &cb->calls[step->call].call,
+                                     ctx->stream);
         break;
       case HL_COMMAND_BARRIER:
         break;
