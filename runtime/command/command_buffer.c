@@ -523,6 +523,34 @@ static bool hl_range_set_remove(hl_range_set_t* set, uint64_t begin,
   return true;
 }
 
+// The dead sets hold bytes mirrored around HL_MIRROR (byte x is stored as
+// HL_MIRROR - 1 - x): the walk is backwards and programs mostly write
+// ascending offsets, so new ranges land at the end of the array instead of
+// moving it. Offsets stay below HL_BUFFER_MAX_SIZE, so nothing wraps, and
+// HL_MIRROR is a multiple of 4, so word alignment is kept.
+#define HL_MIRROR (UINT64_C(1) << 62)
+
+static bool hl_dead_add(hl_range_set_t* set, uint64_t offset, uint64_t length) {
+  return hl_range_set_add(set, HL_MIRROR - (offset + length),
+                          HL_MIRROR - offset);
+}
+
+static bool hl_dead_remove(hl_range_set_t* set, uint64_t offset,
+                           uint64_t length) {
+  return hl_range_set_remove(set, HL_MIRROR - (offset + length),
+                             HL_MIRROR - offset);
+}
+
+// Adds the mirrored gap [mirrored_begin, mirrored_end) to |out| as the
+// original bytes [HL_MIRROR - mirrored_end, HL_MIRROR - mirrored_begin),
+// rounded out to whole words.
+static bool hl_fill_piece_add(hl_range_set_t* out, uint64_t mirrored_end,
+                              uint64_t mirrored_begin) {
+  uint64_t begin = HL_MIRROR - mirrored_end;
+  uint64_t end = HL_MIRROR - mirrored_begin;
+  return hl_range_set_add(out, begin & ~UINT64_C(3), (end + 3) & ~UINT64_C(3));
+}
+
 // Marks the reads and writes of |command| in |dead| (one set per root):
 // writes first, then reads, since the walk is backwards.
 static bool hl_command_apply_backwards(const hl_command_buffer_t* cb,
@@ -531,13 +559,13 @@ static bool hl_command_apply_backwards(const hl_command_buffer_t* cb,
   switch (command->kind) {
     case HL_COMMAND_FILL:
     case HL_COMMAND_UPDATE:
-      return hl_range_set_add(&dead[command->target], command->target_offset,
-                              command->target_offset + command->length);
+      return hl_dead_add(&dead[command->target], command->target_offset,
+                         command->length);
     case HL_COMMAND_COPY:
-      return hl_range_set_add(&dead[command->target], command->target_offset,
-                              command->target_offset + command->length) &&
-             hl_range_set_remove(&dead[command->source], command->source_offset,
-                                 command->source_offset + command->length);
+      return hl_dead_add(&dead[command->target], command->target_offset,
+                         command->length) &&
+             hl_dead_remove(&dead[command->source], command->source_offset,
+                            command->length);
     case HL_COMMAND_DISPATCH: {
       const hl_command_call_t* recorded = &cb->calls[command->call];
       const hl_dispatch_call_t* call = &recorded->call;
@@ -546,9 +574,8 @@ static bool hl_command_apply_backwards(const hl_command_buffer_t* cb,
             !(recorded->arg_flags[i] & HL_COMMAND_ARG_WRITES_WHOLE_RANGE)) {
           continue;
         }
-        if (!hl_range_set_add(&dead[recorded->arg_roots[i] - 1],
-                              call->offsets[i],
-                              call->offsets[i] + call->lengths[i])) {
+        if (!hl_dead_add(&dead[recorded->arg_roots[i] - 1], call->offsets[i],
+                         call->lengths[i])) {
           return false;
         }
       }
@@ -556,9 +583,8 @@ static bool hl_command_apply_backwards(const hl_command_buffer_t* cb,
         if (!recorded->arg_roots[i] || !(call->access[i] & HL_ACCESS_READ)) {
           continue;
         }
-        if (!hl_range_set_remove(&dead[recorded->arg_roots[i] - 1],
-                                 call->offsets[i],
-                                 call->offsets[i] + call->lengths[i])) {
+        if (!hl_dead_remove(&dead[recorded->arg_roots[i] - 1], call->offsets[i],
+                            call->lengths[i])) {
           return false;
         }
       }
@@ -574,25 +600,21 @@ static bool hl_command_apply_backwards(const hl_command_buffer_t* cb,
 // words within the fill, appended to |out|.
 static bool hl_fill_pieces(const hl_command_t* command,
                            const hl_range_set_t* dead, hl_range_set_t* out) {
-  uint64_t begin = command->target_offset;
-  uint64_t end = begin + command->length;
+  // In mirrored coordinates (see hl_dead_add).
+  uint64_t begin = HL_MIRROR - (command->target_offset + command->length);
+  uint64_t end = HL_MIRROR - command->target_offset;
   uint64_t cursor = begin;
   for (size_t i = hl_range_set_lower(dead, cursor);
        i < dead->count && cursor < end; ++i) {
     hl_range_t r = dead->ranges[i];
     if (r.end <= cursor) continue;
     if (r.begin >= end) break;
-    if (r.begin > cursor) {
-      if (!hl_range_set_add(out, cursor & ~UINT64_C(3),
-                            (r.begin + 3) & ~UINT64_C(3))) {
-        return false;
-      }
+    if (r.begin > cursor && !hl_fill_piece_add(out, r.begin, cursor)) {
+      return false;
     }
     cursor = r.end;
   }
-  if (cursor < end) {
-    if (!hl_range_set_add(out, cursor & ~UINT64_C(3), end)) return false;
-  }
+  if (cursor < end && !hl_fill_piece_add(out, end, cursor)) return false;
   return true;
 }
 
@@ -601,14 +623,28 @@ static hl_status_t hl_command_buffer_build_steps(hl_command_buffer_t* cb,
   size_t count = cb->command_count;
   hl_range_set_t* dead =
       elide ? calloc(cb->root_count ? cb->root_count : 1, sizeof(*dead)) : NULL;
-  // Kept pieces per fill, gathered backwards.
-  hl_range_set_t* pieces =
-      elide ? calloc(count ? count : 1, sizeof(*pieces)) : NULL;
-  bool ok = !elide || (dead && pieces);
+  // The pieces each fill keeps, gathered backwards: fill i keeps
+  // kept[first[i], first[i] + counts[i]). |scratch| is reused per fill.
+  size_t* first = elide ? malloc((count ? count : 1) * sizeof(*first)) : NULL;
+  uint32_t* counts = elide ? calloc(count ? count : 1, sizeof(*counts)) : NULL;
+  hl_range_set_t kept = {0}, scratch = {0};
+  bool ok = !elide || (dead && first && counts);
   for (size_t i = count; ok && elide && i-- > 0;) {
     const hl_command_t* command = &cb->commands[i];
     if (command->kind == HL_COMMAND_FILL) {
-      ok = hl_fill_pieces(command, &dead[command->target], &pieces[i]);
+      scratch.count = 0;
+      ok = hl_fill_pieces(command, &dead[command->target], &scratch) &&
+           hl_grow((void**)&kept.ranges, sizeof(*kept.ranges), &kept.capacity,
+                   kept.count + scratch.count);
+      if (ok) {
+        if (scratch.count) {
+          memcpy(&kept.ranges[kept.count], scratch.ranges,
+                 scratch.count * sizeof(*scratch.ranges));
+        }
+        first[i] = kept.count;
+        counts[i] = (uint32_t)scratch.count;
+        kept.count += scratch.count;
+      }
     }
     ok = ok && hl_command_apply_backwards(cb, command, dead);
   }
@@ -617,7 +653,7 @@ static hl_status_t hl_command_buffer_build_steps(hl_command_buffer_t* cb,
     const hl_command_t* command = &cb->commands[i];
     if (command->kind == HL_COMMAND_BARRIER) continue;
     if (elide && command->kind == HL_COMMAND_FILL) {
-      step_count += pieces[i].count;
+      step_count += counts[i];
     } else {
       ++step_count;
     }
@@ -634,26 +670,28 @@ static hl_status_t hl_command_buffer_build_steps(hl_command_buffer_t* cb,
       if (command->kind == HL_COMMAND_FILL) ++cb->info.fill_ranges;
       continue;
     }
-    uint64_t kept = 0;
-    for (size_t p = 0; p < pieces[i].count; ++p) {
+    uint64_t kept_bytes = 0;
+    for (size_t p = first[i]; p < first[i] + counts[i]; ++p) {
       steps[n] = *command;
-      steps[n].target_offset = pieces[i].ranges[p].begin;
-      steps[n].length = pieces[i].ranges[p].end - pieces[i].ranges[p].begin;
-      kept += steps[n].length;
+      steps[n].target_offset = kept.ranges[p].begin;
+      steps[n].length = kept.ranges[p].end - kept.ranges[p].begin;
+      kept_bytes += steps[n].length;
       ++n;
     }
-    cb->info.fill_ranges += pieces[i].count;
-    if (kept == 0) {
+    cb->info.fill_ranges += counts[i];
+    if (kept_bytes == 0) {
       ++cb->info.fills_elided;
-    } else if (kept < command->length) {
+    } else if (kept_bytes < command->length) {
       ++cb->info.fills_shrunk;
     }
-    cb->info.fill_bytes_elided += command->length - kept;
+    cb->info.fill_bytes_elided += command->length - kept_bytes;
   }
   for (size_t i = 0; dead && i < cb->root_count; ++i) free(dead[i].ranges);
-  for (size_t i = 0; pieces && i < count; ++i) free(pieces[i].ranges);
   free(dead);
-  free(pieces);
+  free(first);
+  free(counts);
+  free(kept.ranges);
+  free(scratch.ranges);
   if (!ok) {
     free(steps);
     memset(&cb->info.fills_elided, 0,
