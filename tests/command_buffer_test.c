@@ -676,6 +676,62 @@ static void test_concurrent_executions(void** state) {
   cb_env_deinit(&env);
 }
 
+// The fallback release sees command-buffer work: a wrapped external buffer
+// whose last handle goes while an execution on another queue is held behind
+// a gate is given back only after the execution has written it, once.
+typedef struct cb_release_t {
+  atomic_int calls;
+  uint32_t last_word;  // memory[last] when release_fn ran.
+  uint32_t* memory;
+  size_t words;
+} cb_release_t;
+
+static void cb_release_fn(void* user, void* device_ptr) {
+  cb_release_t* rel = (cb_release_t*)user;
+  assert_ptr_equal(device_ptr, rel->memory);
+  rel->last_word = rel->memory[rel->words - 1];
+  atomic_fetch_add(&rel->calls, 1);
+}
+
+static void test_fallback_sees_execution(void** state) {
+  (void)state;
+  for (int mode = 0; mode < 2; ++mode) {
+    mem_device_config_t cfg = {.fallback = mode ? HL_FALLBACK_DEVICE_SYNC
+                                                : HL_FALLBACK_FRONTIER};
+    hl_device_t* d = mem_device_create(&cfg);
+    hl_queue_t* owner = hl_test_queue_create(d);
+    hl_queue_t* runner = hl_test_queue_create(d);
+    cb_release_t rel = {.memory = calloc(1024, 4), .words = 1024};
+    atomic_init(&rel.calls, 0);
+    hl_buffer_t* b = NULL;
+    HL_ASSERT_OK(hl_buffer_wrap(d, rel.memory, 4096, cb_release_fn, &rel, &b));
+    hl_command_buffer_t* cb = NULL;
+    HL_ASSERT_OK(hl_command_buffer_create(d, 0, &cb));
+    HL_ASSERT_OK(hl_command_buffer_fill(cb, b, 0, 4096, 0x77777777u));
+    HL_ASSERT_OK(hl_command_buffer_finalize(cb));
+    mem_gate_t gate;
+    mem_gate_init(&gate, 0);
+    mem_gate_submit(runner, &gate);
+    HL_ASSERT_OK(hl_queue_execute(runner, NULL, NULL, cb));
+    hl_command_buffer_release(cb);
+    hl_buffer_release(b);  // The last handle: the fallback takes over.
+    if (mode == 0) {
+      hl_test_sleep_ms(5);
+      assert_int_equal(atomic_load(&rel.calls), 0);
+    }
+    mem_gate_open(&gate);
+    assert_true(mem_poll_atomic(&rel.calls, 1, 20000));
+    assert_int_equal(rel.last_word, 0x77777777u);
+    HL_ASSERT_OK(hl_queue_wait_idle(runner, MEM_DEADLINE()));
+    HL_ASSERT_OK(hl_queue_wait_idle(owner, MEM_DEADLINE()));
+    assert_int_equal(atomic_load(&rel.calls), 1);
+    free(rel.memory);
+    hl_queue_release(runner);
+    hl_queue_release(owner);
+    hl_device_release(d);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_records_and_executes_every_command),
@@ -687,6 +743,7 @@ int main(void) {
       cmocka_unit_test(test_uses_recorded_on_timeline),
       cmocka_unit_test(test_use_after_free_checked),
       cmocka_unit_test(test_concurrent_executions),
+      cmocka_unit_test(test_fallback_sees_execution),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
