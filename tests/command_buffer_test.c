@@ -9,6 +9,7 @@
 #include <threads.h>
 
 #include "hipline/dispatch.h"
+#include "hipline/invocation.h"
 #include "tests/memory_util.h"
 
 typedef struct cb_env_t {
@@ -732,6 +733,76 @@ static void test_fallback_sees_execution(void** state) {
   }
 }
 
+// The invocation layer's export sees command-buffer work: an invocation on
+// another queue that reads a buffer the command buffer writes waits for the
+// execution (the root's mutation barrier names it), even though the
+// execution is held behind a gate and the invocation's queue is free.
+static hl_status_t cb_fn_clone(void* user, hl_queue_t* queue,
+                               hl_buffer_t* const* args, size_t nargs,
+                               const hl_fence_t* wait, const hl_fence_t* signal,
+                               hl_buffer_t** results, size_t nresults) {
+  (void)user;
+  (void)nargs;
+  (void)nresults;
+  uint64_t size = hl_buffer_length(args[0]);
+  hl_buffer_t* b = NULL;
+  HL_RETURN_IF_ERROR_PLAIN(hl_queue_alloca(queue, wait, NULL, size, 0, &b));
+  hl_status_t st = hl_queue_copy(queue, wait, signal, args[0], 0, b, 0, size);
+  if (st) {
+    hl_buffer_release(b);
+    return st;
+  }
+  results[0] = b;
+  return NULL;
+}
+
+static void test_invocation_waits_for_execution(void** state) {
+  (void)state;
+  cb_env_t env;
+  cb_env_init(&env, 0);
+  hl_queue_t* runner = hl_test_queue_create(env.device);
+  hl_buffer_t* x = cb_alloca(&env, 256);
+  uint8_t zero[256] = {0}, data[256];
+  for (int i = 0; i < 256; ++i) data[i] = (uint8_t)(i ^ 0x5A);
+  cb_write(&env, x, zero, 256);
+  hl_command_buffer_t* cb = cb_create(&env, 0);
+  HL_ASSERT_OK(hl_command_buffer_fill(cb, x, 0, 256, 0));
+  HL_ASSERT_OK(hl_command_buffer_update(cb, data, x, 0, 256));
+  HL_ASSERT_OK(hl_command_buffer_finalize(cb));
+  assert_int_equal(cb_info(cb).fills_elided, 1);
+
+  mem_gate_t gate;
+  mem_gate_init(&gate, 0);
+  mem_gate_submit(runner, &gate);
+  HL_ASSERT_OK(hl_queue_execute(runner, NULL, NULL, cb));
+
+  const hl_access_t access[1] = {HL_ACCESS_READ};
+  hl_function_signature_t sig = {1, 1, access};
+  hl_function_t* f = NULL;
+  HL_ASSERT_OK(hl_function_create("cb.clone", &sig, cb_fn_clone, NULL,
+                                  hl_allocator_system(), &f));
+  hl_invocation_t* inv = NULL;
+  HL_ASSERT_OK(hl_invocation_create(f, env.queue, &inv));
+  HL_ASSERT_OK(hl_invocation_add_argument(inv, x));
+  HL_ASSERT_OK(hl_invocation_invoke(inv));
+  mem_gate_open(&gate);
+  HL_ASSERT_OK(hl_fence_wait(hl_invocation_signal_fence(inv), MEM_DEADLINE()));
+  hl_buffer_t* y = NULL;
+  HL_ASSERT_OK(hl_invocation_take_result(inv, 0, &y));
+  uint8_t out[256];
+  cb_read(&env, y, out, 256);
+  assert_memory_equal(out, data, 256);
+
+  hl_buffer_release(y);
+  hl_invocation_release(inv);
+  hl_function_release(f);
+  hl_command_buffer_release(cb);
+  hl_buffer_release(x);
+  HL_ASSERT_OK(hl_queue_wait_idle(runner, MEM_DEADLINE()));
+  hl_queue_release(runner);
+  cb_env_deinit(&env);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_records_and_executes_every_command),
@@ -744,6 +815,7 @@ int main(void) {
       cmocka_unit_test(test_use_after_free_checked),
       cmocka_unit_test(test_concurrent_executions),
       cmocka_unit_test(test_fallback_sees_execution),
+      cmocka_unit_test(test_invocation_waits_for_execution),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
