@@ -17,6 +17,7 @@
 #include "tests/reliability_util.h"
 
 #if HL_TEST_HAVE_DISPATCH
+#include "hipline/command_buffer.h"
 #include "hipline/dispatch.h"
 #endif
 
@@ -1373,6 +1374,91 @@ static void rows_dispatch(fixture_t* fx) {
   EXPECT_STATUS("hl_kernels_register_functions", "twice (idempotent)",
                 hl_kernels_register_functions(), OK);
 }
+
+static void rows_command_buffer(fixture_t* fx) {
+  header_ = "command_buffer.h";
+  hl_command_buffer_t* cb = NULL;
+  uint8_t bytes[16] = {0};
+  EXPECT_STATUS("hl_command_buffer_create", "device NULL",
+                hl_command_buffer_create(NULL, 0, &cb), INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_create", "out_cb NULL",
+                hl_command_buffer_create(fx->device, 0, NULL),
+                INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_create", "flags 0x80",
+                hl_command_buffer_create(fx->device, 0x80, &cb),
+                INVALID_ARGUMENT);
+  EXPECT_THAT("hl_command_buffer_retain", "NULL",
+              (hl_command_buffer_retain(NULL), true), "no-op");
+  EXPECT_THAT("hl_command_buffer_release", "NULL",
+              (hl_command_buffer_release(NULL), true), "no-op");
+  SETUP(hl_command_buffer_create(fx->device, 0, &cb));
+  EXPECT_STATUS("hl_command_buffer_fill", "cb NULL",
+                hl_command_buffer_fill(NULL, fx->buffer, 0, 4, 0),
+                INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_fill", "buffer NULL",
+                hl_command_buffer_fill(cb, NULL, 0, 4, 0), INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_fill", "length 0",
+                hl_command_buffer_fill(cb, fx->buffer, 0, 0, 0),
+                INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_fill", "length UINT64_MAX",
+                hl_command_buffer_fill(cb, fx->buffer, 0, BIG, 0),
+                OUT_OF_RANGE);
+  EXPECT_STATUS("hl_command_buffer_fill", "offset UINT64_MAX",
+                hl_command_buffer_fill(cb, fx->buffer, BIG, 4, 0),
+                OUT_OF_RANGE);
+  EXPECT_STATUS("hl_command_buffer_fill", "offset 2 (unaligned)",
+                hl_command_buffer_fill(cb, fx->buffer, 2, 4, 0),
+                INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_update", "host_source NULL",
+                hl_command_buffer_update(cb, NULL, fx->buffer, 0, 4),
+                INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_update", "length UINT64_MAX",
+                hl_command_buffer_update(cb, bytes, fx->buffer, 0, BIG),
+                OUT_OF_RANGE);
+  EXPECT_STATUS("hl_command_buffer_copy", "source NULL",
+                hl_command_buffer_copy(cb, NULL, 0, fx->buffer, 0, 4),
+                INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_copy", "length UINT64_MAX",
+                hl_command_buffer_copy(cb, fx->buffer, 0, fx->buffer, 0, BIG),
+                OUT_OF_RANGE);
+  EXPECT_STATUS("hl_command_buffer_dispatch", "kernel_name NULL",
+                hl_command_buffer_dispatch(cb, NULL, NULL, 0, NULL, NULL),
+                INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_dispatch", "unknown kernel",
+                hl_command_buffer_dispatch(cb, "nope", NULL, 0, NULL, NULL),
+                NOT_FOUND);
+  EXPECT_STATUS(
+      "hl_command_buffer_dispatch", "args NULL, count 3",
+      hl_command_buffer_dispatch(cb, "fill_pattern", NULL, 3, NULL, NULL),
+      INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_barrier", "cb NULL",
+                hl_command_buffer_barrier(NULL), INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_finalize", "cb NULL",
+                hl_command_buffer_finalize(NULL), INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_finalize", "no commands",
+                hl_command_buffer_finalize(cb), FAILED_PRECONDITION);
+  EXPECT_STATUS("hl_queue_execute", "not finalized",
+                hl_queue_execute(fx->queue, NULL, NULL, cb),
+                FAILED_PRECONDITION);
+  SETUP(hl_command_buffer_fill(cb, fx->buffer, 0, 4, 0));
+  SETUP(hl_command_buffer_finalize(cb));
+  EXPECT_STATUS("hl_command_buffer_fill", "after finalize",
+                hl_command_buffer_fill(cb, fx->buffer, 0, 4, 0),
+                FAILED_PRECONDITION);
+  EXPECT_STATUS("hl_command_buffer_finalize", "twice",
+                hl_command_buffer_finalize(cb), FAILED_PRECONDITION);
+  EXPECT_STATUS("hl_queue_execute", "queue NULL",
+                hl_queue_execute(NULL, NULL, NULL, cb), INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_queue_execute", "cb NULL",
+                hl_queue_execute(fx->queue, NULL, NULL, NULL),
+                INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_queue_execute", "queue of another device",
+                hl_queue_execute(fx->other_queue, NULL, NULL, cb),
+                INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_query", "out_info NULL",
+                hl_command_buffer_query(cb, NULL), INVALID_ARGUMENT);
+  hl_command_buffer_release(cb);
+}
 #endif
 
 //===----------------------------------------------------------------------===//
@@ -1389,6 +1475,7 @@ static const char* const kBadEnv[][2] = {
     {"HIPLINE_FAULTS", "alloc_fail_every=x"},
     {"HIPLINE_LOG", "loud"},
     {"HIPLINE_HOST_DEVICES", "0"},
+    {"HIPLINE_ELIDE_FILLS", "sometimes"},
 };
 
 static void rows_environment(void) {
@@ -1425,6 +1512,7 @@ static void run_all(void) {
   rows_invocation(&fx);
 #if HL_TEST_HAVE_DISPATCH
   rows_dispatch(&fx);
+  rows_command_buffer(&fx);
 #endif
   fixture_deinit(&fx);
   rows_environment();

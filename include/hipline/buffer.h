@@ -161,6 +161,18 @@ typedef struct hl_memory_stats_t {
   uint64_t fallback_releases_device_sync;
   uint64_t ooms;
   uint64_t use_after_free;  // Checked-mode violations detected.
+  // Command buffers (hipline/command_buffer.h), counted per execution:
+  uint64_t command_buffer_executions;
+  uint64_t fills_elided;       // Fill commands dropped whole.
+  uint64_t fills_shrunk;       // Fill commands cut down to their gaps.
+  uint64_t fill_bytes_elided;  // Bytes not filled by either.
+  // Live backend objects of the device (device-wide in both queries), for
+  // leak checks: timepoint events created and not destroyed, the part of
+  // them idle in the device's event pool (hl_device_trim destroys those),
+  // and backend streams.
+  int64_t events_live;
+  int64_t events_pooled;
+  int64_t streams_live;
 } hl_memory_stats_t;
 
 // Device-wide statistics.

@@ -135,7 +135,8 @@ HL_API bool hl_device_checked(const hl_device_t* device);
 HL_API hl_status_t hl_device_pool_attributes(hl_device_t* device,
                                              hl_pool_attributes_t* out_attrs);
 
-// Returns pool memory above |min_bytes_to_keep| reserved bytes to the system.
+// Returns pool memory above |min_bytes_to_keep| reserved bytes to the system,
+// and destroys the idle events of the device's event pool.
 HL_API hl_status_t hl_device_trim(hl_device_t* device,
                                   uint64_t min_bytes_to_keep);
 

@@ -7,12 +7,14 @@
 // - buffer.h: the queue-ordered allocator and buffer operations;
 // - invocation.h: functions, invocations, import/export, assume_no_alias;
 // - dispatch.h: kernel dispatch and kernel-backed functions;
+// - command_buffer.h: recorded commands with fill elision;
 // - executable.h: the kernel code objects built in and target matching.
 #ifndef HIPLINE_HIPLINE_H_
 #define HIPLINE_HIPLINE_H_
 
 #include "hipline/allocator.h"
 #include "hipline/buffer.h"
+#include "hipline/command_buffer.h"
 #include "hipline/device.h"
 #include "hipline/dispatch.h"
 #include "hipline/executable.h"

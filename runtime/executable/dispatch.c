@@ -31,6 +31,7 @@
 
 #include "kernels/pattern.h"
 #include "runtime/base/trace.h"
+#include "runtime/executable/dispatch_internal.h"
 #include "runtime/executable/executable_cache.h"
 #include "runtime/memory/memory_internal.h"
 
@@ -273,7 +274,9 @@ static hl_status_t hl_param_extent(const hl_kernel_desc_t* desc, uint32_t i,
   return NULL;
 }
 
-static hl_status_t hl_dispatch_validate(hl_queue_t* queue,
+// |owner| names what the work is recorded for ("queue 3", "command buffer")
+// in messages; buffers must belong to |device|.
+static hl_status_t hl_dispatch_validate(hl_device_t* device, const char* owner,
                                         const hl_kernel_desc_t* desc,
                                         size_t arg_count,
                                         const hl_kernel_arg_t* args,
@@ -288,7 +291,6 @@ static hl_status_t hl_dispatch_validate(hl_queue_t* queue,
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "kernel '%s': args is NULL", desc->name);
   }
-  hl_device_t* device = hl_queue_device(queue);
   // Kinds and sizes first: the extents below read the scalars.
   for (uint32_t i = 0; i < desc->param_count; ++i) {
     const hl_param_desc_t* p = &desc->params[i];
@@ -343,9 +345,9 @@ static hl_status_t hl_dispatch_validate(hl_queue_t* queue,
     if (root->device != device) {
       return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                             "kernel '%s' parameter %u (%s): buffer (root "
-                            "%llu) belongs to another device than queue %u",
+                            "%llu) belongs to another device than %s",
                             desc->name, i, p->name,
-                            (unsigned long long)root->id, hl_queue_id(queue));
+                            (unsigned long long)root->id, owner);
     }
     uint64_t length = a->buffer->length;
     if (a->offset > length || a->length > length - a->offset) {
@@ -403,17 +405,9 @@ static hl_status_t hl_dispatch_validate(hl_queue_t* queue,
   return NULL;
 }
 
-static hl_status_t hl_queue_dispatch_impl(hl_queue_t* queue,
-                                          const hl_fence_t* wait_fence,
-                                          const hl_fence_t* signal_fence,
-                                          const char* kernel_name,
-                                          const hl_dispatch_config_t* config,
-                                          size_t arg_count,
-                                          const hl_kernel_arg_t* args) {
-  if (!queue || !kernel_name) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "hl_queue_dispatch: queue or kernel_name is NULL");
-  }
+// Finds kernel |kernel_name|; NOT_FOUND names the kernels there are.
+static hl_status_t hl_dispatch_lookup(const char* kernel_name,
+                                      hl_kernel_id_t* out_id) {
   hl_kernel_id_t id = hl_kernel_id_from_name(kernel_name);
   if (id == HL_KERNEL_COUNT) {
     char names[256];
@@ -428,10 +422,29 @@ static hl_status_t hl_queue_dispatch_impl(hl_queue_t* queue,
                           "no kernel named '%s' (kernels: %s)", kernel_name,
                           names);
   }
+  *out_id = id;
+  return NULL;
+}
+
+static hl_status_t hl_queue_dispatch_impl(hl_queue_t* queue,
+                                          const hl_fence_t* wait_fence,
+                                          const hl_fence_t* signal_fence,
+                                          const char* kernel_name,
+                                          const hl_dispatch_config_t* config,
+                                          size_t arg_count,
+                                          const hl_kernel_arg_t* args) {
+  if (!queue || !kernel_name) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_dispatch: queue or kernel_name is NULL");
+  }
+  hl_kernel_id_t id = HL_KERNEL_COUNT;
+  HL_RETURN_IF_ERROR_PLAIN(hl_dispatch_lookup(kernel_name, &id));
   const hl_kernel_desc_t* desc = &kKernels[id];
   uint64_t extents[HL_KERNEL_MAX_PARAMS];
-  HL_RETURN_IF_ERROR_PLAIN(
-      hl_dispatch_validate(queue, desc, arg_count, args, extents));
+  char owner[32];
+  snprintf(owner, sizeof(owner), "queue %u", hl_queue_id(queue));
+  HL_RETURN_IF_ERROR_PLAIN(hl_dispatch_validate(
+      hl_queue_device(queue), owner, desc, arg_count, args, extents));
 
   hl_device_t* device = hl_queue_device(queue);
   const hl_executable_module_t* module = NULL;
@@ -482,6 +495,89 @@ hl_status_t hl_queue_dispatch(hl_queue_t* queue, const hl_fence_t* wait_fence,
                                           kernel_name, config, arg_count, args);
   HL_TRACE_ZONE_END(zone);
   return st;
+}
+
+//===----------------------------------------------------------------------===//
+// Dispatch calls (for command buffers)
+//===----------------------------------------------------------------------===//
+
+hl_status_t hl_dispatch_call_init(hl_device_t* device, const char* owner,
+                                  const char* kernel_name,
+                                  const hl_dispatch_config_t* config,
+                                  size_t arg_count, const hl_kernel_arg_t* args,
+                                  hl_dispatch_call_t* out_call) {
+  if (!device || !kernel_name || !out_call) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "%s: dispatch kernel_name is NULL", owner);
+  }
+  hl_kernel_id_t id = HL_KERNEL_COUNT;
+  HL_RETURN_IF_ERROR_PLAIN(hl_dispatch_lookup(kernel_name, &id));
+  const hl_kernel_desc_t* desc = &kKernels[id];
+  memset(out_call, 0, sizeof(*out_call));
+  HL_RETURN_IF_ERROR_PLAIN(hl_dispatch_validate(device, owner, desc, arg_count,
+                                                args, out_call->extents));
+  const hl_executable_module_t* module = NULL;
+  HL_RETURN_IF_ERROR(hl_executable_device_module(device, &module),
+                     "recording a dispatch of '%s' in %s", desc->name, owner);
+  out_call->kernel_name = desc->name;
+  out_call->param_count = desc->param_count;
+  out_call->function = module->functions[id];
+  hl_dispatch_config_t shape = {{1, 1, 1}, {1, 1, 1}, 0};
+  if (config) shape = *config;
+  out_call->config.grid.x = shape.grid[0] ? shape.grid[0] : 1;
+  out_call->config.grid.y = shape.grid[1] ? shape.grid[1] : 1;
+  out_call->config.grid.z = shape.grid[2] ? shape.grid[2] : 1;
+  out_call->config.block.x = shape.block[0] ? shape.block[0] : 1;
+  out_call->config.block.y = shape.block[1] ? shape.block[1] : 1;
+  out_call->config.block.z = shape.block[2] ? shape.block[2] : 1;
+  out_call->config.shared_bytes = shape.shared_bytes;
+  for (uint32_t i = 0; i < desc->param_count; ++i) {
+    out_call->param_names[i] = desc->params[i].name;
+    if (!desc->params[i].pointer) {
+      out_call->scalars[i] = hl_scalar_value(&args[i]);
+    } else if (args[i].buffer) {
+      out_call->roots[i] = args[i].buffer->root;
+      out_call->offsets[i] = args[i].buffer->offset + args[i].offset;
+      out_call->lengths[i] = args[i].length;
+      out_call->access[i] = args[i].access;
+    }
+  }
+  return NULL;
+}
+
+// Fills |slots| and |params| for |call| with the roots' current pointers.
+static void hl_dispatch_call_resolve(const hl_dispatch_call_t* call,
+                                     hl_param_slot_t* slots, void** params) {
+  for (uint32_t i = 0; i < call->param_count; ++i) {
+    params[i] = &slots[i];
+    if (call->roots[i]) {
+      slots[i].pointer =
+          (char*)atomic_load(&call->roots[i]->ptr) + call->offsets[i];
+    } else {
+      slots[i].bits = call->scalars[i];
+    }
+  }
+}
+
+void hl_dispatch_call_run_host(const hl_dispatch_call_t* call) {
+  hl_param_slot_t slots[HL_KERNEL_MAX_PARAMS];
+  void* params[HL_KERNEL_MAX_PARAMS];
+  hl_dispatch_call_resolve(call, slots, params);
+  const hl_host_kernel_t* kernel = (const hl_host_kernel_t*)call->function;
+  kernel->fn(params, &call->config);
+}
+
+hl_status_t hl_dispatch_call_launch(hl_backend_t* backend,
+                                    const hl_dispatch_call_t* call,
+                                    hl_backend_stream_t* stream) {
+  hl_param_slot_t slots[HL_KERNEL_MAX_PARAMS];
+  void* params[HL_KERNEL_MAX_PARAMS];
+  hl_dispatch_call_resolve(call, slots, params);
+  hl_launch_config_t config = call->config;
+  HL_RETURN_IF_ERROR(backend->vtable->launch_kernel(backend, call->function,
+                                                    &config, params, stream),
+                     "dispatching %s from a command buffer", call->kernel_name);
+  return NULL;
 }
 
 //===----------------------------------------------------------------------===//

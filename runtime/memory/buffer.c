@@ -114,6 +114,48 @@ void hl_memory_global_fallbacks(uint64_t* out_frontier,
   *out_device_sync = atomic_load(&hl_global_device_sync_releases_);
 }
 
+// The statistics of queue |queue_id| (grown on demand), or NULL for
+// UINT32_MAX or when growing fails. State mutex held.
+static hl_memory_stats_t* hl_memory_per_queue_locked(hl_memory_state_t* state,
+                                                     uint32_t queue_id) {
+  if (queue_id == UINT32_MAX) return NULL;
+  if (queue_id >= state->per_queue_capacity) {
+    uint32_t capacity =
+        state->per_queue_capacity ? state->per_queue_capacity : 8;
+    while (capacity <= queue_id) capacity *= 2;
+    hl_memory_stats_t* table =
+        realloc(state->per_queue, capacity * sizeof(*table));
+    if (!table) return NULL;
+    memset(table + state->per_queue_capacity, 0,
+           (capacity - state->per_queue_capacity) * sizeof(*table));
+    state->per_queue = table;
+    state->per_queue_capacity = capacity;
+  }
+  return &state->per_queue[queue_id];
+}
+
+void hl_memory_note_elision(hl_device_t* device, uint32_t queue_id,
+                            uint64_t fills_elided, uint64_t fills_shrunk,
+                            uint64_t bytes) {
+  hl_memory_state_t* state = NULL;
+  hl_status_t st = hl_memory_state(device, &state);
+  if (st) {
+    hl_status_ignore(st);  // Statistics only.
+    return;
+  }
+  mtx_lock(&state->mutex);
+  for (int i = 0; i < 2; ++i) {
+    hl_memory_stats_t* s =
+        i == 0 ? &state->stats : hl_memory_per_queue_locked(state, queue_id);
+    if (!s) continue;
+    ++s->command_buffer_executions;
+    s->fills_elided += fills_elided;
+    s->fills_shrunk += fills_shrunk;
+    s->fill_bytes_elided += bytes;
+  }
+  mtx_unlock(&state->mutex);
+}
+
 void hl_memory_note(hl_device_t* device, uint32_t queue_id,
                     hl_memory_event_t event, uint64_t bytes) {
   if (event == HL_MEMORY_EVENT_FALLBACK_FRONTIER) {
@@ -129,24 +171,8 @@ void hl_memory_note(hl_device_t* device, uint32_t queue_id,
   }
   mtx_lock(&state->mutex);
   hl_memory_apply(&state->stats, event, bytes);
-  if (queue_id != UINT32_MAX) {
-    if (queue_id >= state->per_queue_capacity) {
-      uint32_t capacity =
-          state->per_queue_capacity ? state->per_queue_capacity : 8;
-      while (capacity <= queue_id) capacity *= 2;
-      hl_memory_stats_t* table =
-          realloc(state->per_queue, capacity * sizeof(*table));
-      if (table) {
-        memset(table + state->per_queue_capacity, 0,
-               (capacity - state->per_queue_capacity) * sizeof(*table));
-        state->per_queue = table;
-        state->per_queue_capacity = capacity;
-      }
-    }
-    if (queue_id < state->per_queue_capacity) {
-      hl_memory_apply(&state->per_queue[queue_id], event, bytes);
-    }
-  }
+  hl_memory_stats_t* per_queue = hl_memory_per_queue_locked(state, queue_id);
+  if (per_queue) hl_memory_apply(per_queue, event, bytes);
   mtx_unlock(&state->mutex);
 }
 
@@ -157,6 +183,14 @@ static hl_status_t hl_memory_fill_reserved(hl_device_t* device,
       device->backend->vtable->pool_stats(device->backend, &pool));
   out->bytes_reserved = pool.reserved_bytes;
   out->bytes_reserved_peak = pool.reserved_high_bytes;
+  hl_backend_counts_t counts;
+  memset(&counts, 0, sizeof(counts));
+  device->backend->vtable->live_counts(device->backend, &counts);
+  out->streams_live = counts.live_streams;
+  hl_timeline_lock();
+  out->events_pooled = device->free_event_count;
+  hl_timeline_unlock();
+  out->events_live = atomic_load(&device->live_events);
   return NULL;
 }
 

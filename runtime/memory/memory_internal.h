@@ -132,6 +132,12 @@ typedef enum hl_memory_event_e {
 void hl_memory_note(hl_device_t* device, uint32_t queue_id,
                     hl_memory_event_t event, uint64_t bytes);
 
+// Counts one command-buffer execution and its elided fills (device and queue
+// |queue_id| statistics).
+void hl_memory_note_elision(hl_device_t* device, uint32_t queue_id,
+                            uint64_t fills_elided, uint64_t fills_shrunk,
+                            uint64_t bytes);
+
 // Process-wide counts of fallback releases (all devices, ever).
 void hl_memory_global_fallbacks(uint64_t* out_frontier,
                                 uint64_t* out_device_sync);

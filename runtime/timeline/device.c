@@ -111,6 +111,7 @@ hl_status_t hl_environment_check(void) {
       "HIPLINE_BACKEND", "HIPLINE_ASSUME_NO_ALIAS", "HIPLINE_FALLBACK",
       "HIPLINE_POOL_RELEASE_THRESHOLD", "HIPLINE_CHECKED", "HIPLINE_FAULTS",
       "HIPLINE_TRACE", "HIPLINE_LOG", "HIPLINE_HOST_DEVICES",
+      "HIPLINE_ELIDE_FILLS",
       // Read by the scripts and tools, not the library.
       "HIPLINE_JOBS", "HIPLINE_SKIP_APT", "HIPLINE_JUNIT_DIR",
       "HIPLINE_FUZZ_SECONDS", "HIPLINE_FUZZ_BUILD_DIR", "HIPLINE_TRACE_CONVERT",
@@ -126,6 +127,7 @@ hl_status_t hl_environment_check(void) {
       hl_env_size("HIPLINE_POOL_RELEASE_THRESHOLD", &size, &set));
   HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_CHECKED", &flag, &set));
   HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_ASSUME_NO_ALIAS", &flag, &set));
+  HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_ELIDE_FILLS", &flag, &set));
   hl_faults_t faults;
   HL_RETURN_IF_ERROR_PLAIN(hl_faults_from_env(&faults));
   hl_log_level_t level;
@@ -537,6 +539,19 @@ hl_status_t hl_device_trim(hl_device_t* device, uint64_t min_bytes_to_keep) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_device_trim: device is NULL");
   }
+  // Idle pooled events go too; they are destroyed after unlocking.
+  hl_timeline_lock();
+  hl_backend_event_t** events = device->free_events;
+  uint32_t count = device->free_event_count;
+  device->free_events = NULL;
+  device->free_event_count = 0;
+  device->free_event_capacity = 0;
+  hl_timeline_unlock();
+  for (uint32_t i = 0; i < count; ++i) {
+    device->backend->vtable->event_destroy(device->backend, events[i]);
+    atomic_fetch_sub(&device->live_events, 1);
+  }
+  free(events);
   return device->backend->vtable->pool_trim(device->backend, min_bytes_to_keep);
 }
 

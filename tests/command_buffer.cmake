@@ -1,0 +1,16 @@
+# Command buffers (runtime/command/): recording, execution, fill elision and
+# its exact IREE #6972 cases, bad input, timeline-resource uses; the
+# randomized property test (elided == unelided memory); and fork/join
+# lifetimes (events and streams come back after fan-out and fan-in).
+hl_add_test(command_buffer_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/command_buffer_test.c
+  LABELS command_buffer concurrency
+  TIMEOUT 120)
+hl_add_test(command_buffer_property_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/command_buffer_property_test.c
+  LABELS command_buffer
+  TIMEOUT 600)
+hl_add_test(command_buffer_fork_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/command_buffer_fork_test.c
+  LABELS command_buffer concurrency
+  TIMEOUT 600)
