@@ -268,8 +268,8 @@ hl_status_t hl_root_dealloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
 }
 
 hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
-                                const hl_fence_t* signal_fence,
-                                hl_root_t* root, const char* who) {
+                                const hl_fence_t* signal_fence, hl_root_t* root,
+                                const char* who) {
   if (root->device != hl_queue_device(queue)) {
     return HL_MAKE_STATUS(
         HL_STATUS_INVALID_ARGUMENT,

@@ -696,9 +696,10 @@ static void hl_memory_device_sync_owe(hl_root_t* root, uint32_t queue_id) {
          : hl_fallback_new(root, false, "fallback release (device-sync, owed)",
                            &st);
   if (!fb) {
-    HL_LOG_WARN("device-sync release of root %llu on the completion thread: "
-                "%s; taking the frontier path",
-                (unsigned long long)root->id, hl_status_message(st));
+    HL_LOG_WARN(
+        "device-sync release of root %llu on the completion thread: "
+        "%s; taking the frontier path",
+        (unsigned long long)root->id, hl_status_message(st));
     hl_status_free(st);
     hl_memory_frontier(root, false);
     return;
@@ -782,9 +783,8 @@ void hl_memory_fallback_release(hl_root_t* root) {
       root->memory == HL_ROOT_MEMORY_POOL &&
       atomic_load(&root->origin) == HL_BUFFER_ORIGIN_ASYNC) {
     HL_TRACE_ZONE_BEGIN(zone, "FallbackOrdered");
-    hl_status_t st =
-        hl_root_dealloca_as(root->affinity_queue, NULL, NULL, root,
-                            "fallback release (ordered)");
+    hl_status_t st = hl_root_dealloca_as(root->affinity_queue, NULL, NULL, root,
+                                         "fallback release (ordered)");
     if (!st) {
       hl_memory_note(device, queue_id, HL_MEMORY_EVENT_FALLBACK_ORDERED, 0);
       // The dealloca holds its own operation reference.
@@ -794,9 +794,10 @@ void hl_memory_fallback_release(hl_root_t* root) {
     }
     // The affinity queue has failed (or out of memory): the frontier path
     // copes with failed queues.
-    HL_LOG_WARN("ordered release of root %llu on queue %u failed: %s; taking "
-                "the frontier path",
-                (unsigned long long)root->id, queue_id, hl_status_message(st));
+    HL_LOG_WARN(
+        "ordered release of root %llu on queue %u failed: %s; taking "
+        "the frontier path",
+        (unsigned long long)root->id, queue_id, hl_status_message(st));
     hl_status_free(st);
     HL_TRACE_ZONE_END(zone);
   }
@@ -962,10 +963,10 @@ uint64_t hl_buffer_root_id(const hl_buffer_t* buffer) {
 void hl_root_mark_escaped(hl_root_t* root) {
   if (atomic_load_explicit(&root->escaped, memory_order_relaxed)) return;
   if (atomic_exchange(&root->escaped, true)) return;
-  hl_memory_note(root->device,
-                 root->affinity_queue ? hl_queue_id(root->affinity_queue)
-                                      : UINT32_MAX,
-                 HL_MEMORY_EVENT_ESCAPE, 0);
+  hl_memory_note(
+      root->device,
+      root->affinity_queue ? hl_queue_id(root->affinity_queue) : UINT32_MAX,
+      HL_MEMORY_EVENT_ESCAPE, 0);
 }
 
 void* hl_buffer_device_pointer(const hl_buffer_t* buffer) {

@@ -166,7 +166,7 @@ void hl_memory_pay_owed_drains(hl_device_t* device);
 
 // hl_root_dealloca, with |who| naming the freer in use-after-free reports.
 hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
-                                const hl_fence_t* signal_fence,
-                                hl_root_t* root, const char* who);
+                                const hl_fence_t* signal_fence, hl_root_t* root,
+                                const char* who);
 
 #endif  // HIPLINE_RUNTIME_MEMORY_MEMORY_INTERNAL_H_
