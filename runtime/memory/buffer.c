@@ -453,12 +453,15 @@ hl_status_t hl_root_free_memory(hl_root_t* root, hl_backend_stream_t* stream,
 // frontier way (hl_memory_fallback_orphan).
 
 struct hl_fallback_t {
-  atomic_int refs;  // The notification and the owed list each hold one.
-  hl_root_t* root;  // An operation reference, or the last one when orphan.
-  bool orphan;      // Destroy the root when done (no reference is left).
-  hl_fence_t* fence;
+  atomic_int refs;       // The notification and the owed list each hold one.
+  hl_root_t* root;       // An operation reference, or the last one when orphan.
+  bool orphan;           // Destroy the root when done (no reference is left).
+  hl_fence_t* frontier;  // What every queue of the device had submitted.
+  hl_fence_t* fence;     // |frontier| and every recorded use.
   const char* who;
   hl_fallback_t* next_owed;
+  hl_fallback_t* next_deferred;
+  bool failed;  // A pair of |fence| failed.
 };
 
 static bool hl_on_completion_thread(hl_device_t* device) {
@@ -514,14 +517,14 @@ static void hl_fallback_unref(hl_fallback_t* fb) {
   if (atomic_fetch_sub(&fb->refs, 1) != 1) return;
   hl_root_t* root = fb->root;
   bool orphan = fb->orphan;
+  hl_fence_release(fb->frontier);
   hl_fence_release(fb->fence);
   free(fb);
   hl_memory_fallback_done(root, orphan);
 }
 
-static void hl_memory_frontier_reached(void* user, hl_status_t status) {
-  hl_fallback_t* fb = (hl_fallback_t*)user;
-  if (status && atomic_load(&fb->root->state) == HL_ROOT_LIVE) {
+static void hl_memory_frontier_finish(hl_fallback_t* fb, bool failed) {
+  if (failed && atomic_load(&fb->root->state) == HL_ROOT_LIVE) {
     // Some queue failed, so its timeline will not say when it is done with
     // the memory; fall back to draining the streams themselves (an error
     // path, the only drain the completion thread ever does).
@@ -531,34 +534,175 @@ static void hl_memory_frontier_reached(void* user, hl_status_t status) {
   hl_fallback_unref(fb);
 }
 
+// Deferred frontier releases wait in one FIFO per device with a single
+// notification armed on the oldest: frontiers grow with submission, so the
+// oldest is (nearly always) reached first, and one waiter per device keeps
+// every semaphore signal cheap however many releases are pending. When it
+// fires, every release whose fence is reached (or failed) is freed and the
+// notification moves on to the next one pending.
+static void hl_memory_deferred_fired(void* user, hl_status_t status);
+
+// Arms the device's notification on |next| (its fence is copied now).
+static void hl_memory_deferred_arm(hl_device_t* device, hl_fallback_t* next) {
+  hl_status_t st =
+      hl_fence_notify(next->frontier, device, hl_memory_deferred_fired, device);
+  if (!st) return;
+  // Out of memory: nothing would wake the list, so degrade to stop-the-world
+  // for everything pending.
+  HL_LOG_ERROR("deferred fallback releases: cannot arm a notification: %s",
+               hl_status_message(st));
+  hl_status_free(st);
+  hl_memory_state_t* state =
+      atomic_load_explicit(&device->memory_state, memory_order_acquire);
+  mtx_lock(&state->mutex);
+  hl_fallback_t* list = state->deferred_head;
+  state->deferred_head = state->deferred_tail = NULL;
+  state->deferred_armed = false;
+  mtx_unlock(&state->mutex);
+  hl_memory_drain_streams(device);
+  while (list) {
+    hl_fallback_t* fb = list;
+    list = fb->next_deferred;
+    hl_memory_fallback_free(fb->root, "fallback release (degraded)");
+    hl_fallback_unref(fb);
+  }
+}
+
+// A release whose queues are past its frontier but whose recorded uses are
+// not all reached (one waits on a semaphore outside the device's queues):
+// it leaves the FIFO, so it cannot hold up the others, and waits alone.
+static void hl_memory_alone_fired(void* user, hl_status_t status) {
+  hl_memory_frontier_finish((hl_fallback_t*)user, status != NULL);
+}
+
+static bool hl_fence_settled(const hl_fence_t* fence, bool* out_failed) {
+  bool reached = false;
+  hl_status_t failure = hl_fence_is_reached(fence, &reached);
+  *out_failed = failure != NULL;
+  hl_status_free(failure);
+  return *out_failed || reached;
+}
+
+static void hl_memory_deferred_fired(void* user, hl_status_t status) {
+  (void)status;  // Each release's own fences say whether one failed.
+  hl_device_t* device = (hl_device_t*)user;
+  hl_memory_state_t* state =
+      atomic_load_explicit(&device->memory_state, memory_order_acquire);
+  hl_fallback_t* done = NULL;
+  hl_fallback_t** done_tail = &done;
+  hl_fallback_t* alone = NULL;
+  mtx_lock(&state->mutex);
+  hl_fallback_t** link = &state->deferred_head;
+  hl_fallback_t* last = NULL;
+  while (*link) {
+    hl_fallback_t* fb = *link;
+    bool failed = false;
+    bool settled = hl_fence_settled(fb->fence, &failed);
+    bool frontier_failed = false;
+    bool alone_now =
+        !settled && hl_fence_settled(fb->frontier, &frontier_failed);
+    if (settled || alone_now) {
+      fb->failed = failed;
+      *link = fb->next_deferred;
+      if (settled) {
+        fb->next_deferred = NULL;
+        *done_tail = fb;
+        done_tail = &fb->next_deferred;
+      } else {
+        fb->next_deferred = alone;
+        alone = fb;
+      }
+    } else {
+      last = fb;
+      link = &fb->next_deferred;
+    }
+  }
+  state->deferred_tail = last;
+  hl_fallback_t* next = state->deferred_head;
+  state->deferred_armed = next != NULL;
+  mtx_unlock(&state->mutex);
+  while (done) {
+    hl_fallback_t* fb = done;
+    done = fb->next_deferred;
+    hl_memory_frontier_finish(fb, fb->failed);
+  }
+  while (alone) {
+    hl_fallback_t* fb = alone;
+    alone = fb->next_deferred;
+    fb->next_deferred = NULL;
+    hl_status_t st =
+        hl_fence_notify(fb->fence, device, hl_memory_alone_fired, fb);
+    if (st) {
+      HL_LOG_ERROR("fallback release of root %llu: %s; draining",
+                   (unsigned long long)fb->root->id, hl_status_message(st));
+      hl_status_free(st);
+      hl_memory_frontier_finish(fb, true);
+    }
+  }
+  if (next) hl_memory_deferred_arm(device, next);
+}
+
+// Frees |fb| once its fence is reached (or failed), on the completion
+// thread. Never blocks.
+static void hl_memory_defer(hl_fallback_t* fb) {
+  hl_device_t* device = fb->root->device;
+  hl_memory_state_t* state = NULL;
+  hl_status_t st = hl_memory_state(device, &state);
+  if (st) {
+    hl_status_free(st);
+    hl_memory_drain_streams(device);
+    hl_memory_fallback_free(fb->root, "fallback release (degraded)");
+    hl_fallback_unref(fb);
+    return;
+  }
+  mtx_lock(&state->mutex);
+  fb->next_deferred = NULL;
+  if (state->deferred_tail) {
+    state->deferred_tail->next_deferred = fb;
+  } else {
+    state->deferred_head = fb;
+  }
+  state->deferred_tail = fb;
+  bool arm = !state->deferred_armed;
+  state->deferred_armed = true;
+  mtx_unlock(&state->mutex);
+  if (arm) hl_memory_deferred_arm(device, fb);
+}
+
 // Builds the frontier fence of |root|: what every queue of its device has
 // submitted so far, plus every recorded use (which may name other devices'
 // queues).
 static hl_status_t hl_memory_frontier_fence(hl_root_t* root,
+                                            hl_fence_t** out_frontier,
                                             hl_fence_t** out_fence) {
   hl_device_t* device = root->device;
+  hl_fence_t* frontier = NULL;
   hl_fence_t* fence = NULL;
-  HL_RETURN_IF_ERROR_PLAIN(hl_fence_create(device->host_allocator, &fence));
+  HL_RETURN_IF_ERROR_PLAIN(hl_fence_create(device->host_allocator, &frontier));
+  hl_status_t st = hl_fence_create(device->host_allocator, &fence);
   hl_queue_t** queues = NULL;
   uint32_t count = 0;
-  hl_status_t st = hl_device_snapshot_queues(device, &queues, &count);
+  if (!st) st = hl_device_snapshot_queues(device, &queues, &count);
   for (uint32_t i = 0; i < count; ++i) {
     if (!st) {
-      st = hl_fence_insert(fence, hl_queue_timeline(queues[i]),
+      st = hl_fence_insert(frontier, hl_queue_timeline(queues[i]),
                            hl_queue_submitted_value(queues[i]));
     }
     hl_queue_release(queues[i]);
   }
   free(queues);
+  if (!st) st = hl_fence_join(fence, frontier);
   if (!st) {
     mtx_lock(&root->mutex);
     st = hl_fence_join(fence, root->use_fence);
     mtx_unlock(&root->mutex);
   }
   if (st) {
+    hl_fence_release(frontier);
     hl_fence_release(fence);
     return st;
   }
+  *out_frontier = frontier;
   *out_fence = fence;
   return NULL;
 }
@@ -575,7 +719,7 @@ static hl_fallback_t* hl_fallback_new(hl_root_t* root, bool orphan,
   fb->root = root;
   fb->orphan = orphan;
   fb->who = who;
-  *out_st = hl_memory_frontier_fence(root, &fb->fence);
+  *out_st = hl_memory_frontier_fence(root, &fb->frontier, &fb->fence);
   if (*out_st) {
     free(fb);
     return NULL;
@@ -601,18 +745,14 @@ static void hl_memory_frontier(hl_root_t* root, bool orphan) {
     hl_status_t failure = hl_fence_is_reached(fb->fence, &reached);
     if (!failure && reached) {
       // Every queue is already past its value: free now, on this thread.
-      hl_memory_frontier_reached(fb, NULL);
+      hl_memory_frontier_finish(fb, false);
       HL_TRACE_ZONE_END(zone);
       return;
     }
     hl_status_free(failure);
-    st = hl_fence_notify(fb->fence, device, hl_memory_frontier_reached, fb);
-    if (!st) {
-      HL_TRACE_ZONE_END(zone);
-      return;
-    }
-    hl_fence_release(fb->fence);
-    free(fb);
+    hl_memory_defer(fb);
+    HL_TRACE_ZONE_END(zone);
+    return;
   }
   // Could not arrange the deferred free (out of memory): do the
   // stop-the-world one.
@@ -712,15 +852,7 @@ static void hl_memory_device_sync_owe(hl_root_t* root, uint32_t queue_id) {
   state->owed = fb;
   atomic_fetch_add(&state->owed_count, 1);
   mtx_unlock(&state->mutex);
-  st = hl_fence_notify(fb->fence, device, hl_memory_frontier_reached, fb);
-  if (st) {
-    // No backstop: the next allocating thread frees it (it stays owed until
-    // a drain finds it idle).
-    HL_LOG_WARN("device-sync release of root %llu: no backstop: %s",
-                (unsigned long long)root->id, hl_status_message(st));
-    hl_status_free(st);
-    hl_fallback_unref(fb);
-  }
+  hl_memory_defer(fb);  // The backstop.
 }
 
 static void hl_memory_device_sync(hl_root_t* root, uint32_t queue_id) {
@@ -746,13 +878,7 @@ static void hl_memory_device_sync(hl_root_t* root, uint32_t queue_id) {
     // waiting here could deadlock, so free after every recorded use.
     hl_fallback_t* fb =
         hl_fallback_new(root, false, "fallback release (device-sync)", &st);
-    if (fb) {
-      st = hl_fence_notify(fb->fence, device, hl_memory_frontier_reached, fb);
-      if (st) {
-        hl_fence_release(fb->fence);
-        free(fb);
-      }
-    }
+    if (fb) hl_memory_defer(fb);
     if (st) {
       HL_LOG_ERROR("device-sync release of root %llu: cannot defer: %s",
                    (unsigned long long)root->id, hl_status_message(st));

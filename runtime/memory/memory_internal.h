@@ -118,6 +118,11 @@ typedef struct hl_memory_state_t {
   // DEVICE_SYNC releases whose drain is owed (see hl_memory_pay_owed_drains).
   hl_fallback_t* owed;
   atomic_uint owed_count;
+  // Deferred frontier releases, oldest first, with one notification armed on
+  // the oldest while |deferred_armed|.
+  hl_fallback_t* deferred_head;
+  hl_fallback_t* deferred_tail;
+  bool deferred_armed;
   hl_memory_stats_t stats;
   hl_memory_stats_t* per_queue;  // Indexed by queue id.
   uint32_t per_queue_capacity;
