@@ -145,7 +145,7 @@ static void test_pending_pointer_does_not_escape(void** state) {
 // The root is used on its own queue and, behind a held gate, by a copy on a
 // second queue; the last buffer goes while that copy waits. The release must
 // not block (the gate is held), and the free must wait for the copy.
-static void ordered_in_flight_case(bool use_subview) {
+static void ordered_in_flight_case(bool use_subview, bool escape) {
   hl_device_t* d = fb_device(HL_FALLBACK_ORDERED);
   assert_int_equal(hl_device_fallback_mode(d), HL_FALLBACK_ORDERED);
   hl_queue_t* q0 = hl_test_queue_create(d);
@@ -161,6 +161,10 @@ static void ordered_in_flight_case(bool use_subview) {
   mem_gate_init(&gate, 0);
   mem_gate_submit(q1, &gate);
   hl_buffer_t* used = src;
+  if (escape) {
+    mem_wait(s, 1);  // Issued: the address exists.
+    assert_non_null(hl_buffer_device_pointer(src));
+  }
   if (use_subview) {
     // Only a subview is left when the copy is submitted.
     HL_ASSERT_OK(hl_buffer_subview(src, 0, bytes, &used));
@@ -176,8 +180,9 @@ static void ordered_in_flight_case(bool use_subview) {
   uint64_t in_use = hl_test_memory_stats(d).bytes_in_use;
   hl_buffer_release(used);  // The last buffer: copy and gates in flight.
   hl_memory_stats_t m = hl_test_memory_stats(d);
-  assert_int_equal(m.fallback_releases_ordered, 1);
-  assert_int_equal(m.fallback_releases_frontier, 0);
+  // An escaped root takes the frontier path; neither frees early.
+  assert_int_equal(m.fallback_releases_ordered, escape ? 0 : 1);
+  assert_int_equal(m.fallback_releases_frontier, escape ? 1 : 0);
   assert_int_equal(m.bytes_in_use, in_use);  // Not freed yet.
   assert_false(atomic_load(&gate.done));     // Nobody waited for the gate.
 
@@ -191,8 +196,8 @@ static void ordered_in_flight_case(bool use_subview) {
   hl_buffer_release(dst);
   fb_expect_clean(d);
   m = hl_test_memory_stats(d);
-  assert_int_equal(m.fallback_releases_ordered, 2);
-  assert_int_equal(m.deallocas, 2);
+  assert_int_equal(m.fallback_releases_ordered, escape ? 1 : 2);
+  assert_int_equal(m.deallocas, escape ? 1 : 2);
   hl_semaphore_release(s);
   hl_queue_release(q0);
   hl_queue_release(q1);
@@ -201,12 +206,17 @@ static void ordered_in_flight_case(bool use_subview) {
 
 static void test_ordered_waits_for_other_queue(void** state) {
   (void)state;
-  ordered_in_flight_case(false);
+  ordered_in_flight_case(false, false);
+}
+
+static void test_escaped_root_waits_for_other_queue(void** state) {
+  (void)state;
+  ordered_in_flight_case(false, true);
 }
 
 static void test_ordered_waits_for_subview_use(void** state) {
   (void)state;
-  ordered_in_flight_case(true);
+  ordered_in_flight_case(true, false);
 }
 
 // The default mode (no option, no HIPLINE_FALLBACK) is ordered.
@@ -609,6 +619,7 @@ int main(void) {
       cmocka_unit_test(test_env_fallback_values),
       cmocka_unit_test(test_ordered_waits_for_other_queue),
       cmocka_unit_test(test_ordered_waits_for_subview_use),
+      cmocka_unit_test(test_escaped_root_waits_for_other_queue),
       cmocka_unit_test(test_ordered_waits_for_invocation_on_other_queue),
       cmocka_unit_test(test_ordered_skips_scheduled_dealloca),
       cmocka_unit_test(test_ordered_with_failed_use),
