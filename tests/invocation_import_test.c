@@ -29,6 +29,7 @@ static void expect_no_fallback(hl_device_t* d) {
   hl_memory_stats_t m = hl_test_memory_stats(d);
   assert_int_equal(m.fallback_releases_frontier, 0);
   assert_int_equal(m.fallback_releases_device_sync, 0);
+  assert_int_equal(m.fallback_releases_ordered, 0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -440,6 +441,11 @@ static void hidden_flag_off_case(hl_fallback_mode_t mode) {
   if (mode == HL_FALLBACK_DEVICE_SYNC) {
     assert_int_equal(s2.fallback_releases_device_sync, 1);
     assert_int_equal(s2.fallback_releases_frontier, 0);
+  } else if (mode == HL_FALLBACK_ORDERED) {
+    // The kept root never escaped: a queue-ordered free.
+    assert_int_equal(s2.fallback_releases_ordered, 1);
+    assert_int_equal(s2.fallback_releases_frontier, 0);
+    assert_int_equal(s2.fallback_releases_device_sync, 0);
   } else {
     assert_int_equal(s2.fallback_releases_frontier, 1);
     assert_int_equal(s2.fallback_releases_device_sync, 0);
@@ -460,11 +466,15 @@ static void test_hidden_reference_flag_off_device_sync(void** state) {
   hidden_flag_off_case(HL_FALLBACK_DEVICE_SYNC);
 }
 
+static void test_hidden_reference_flag_off_ordered(void** state) {
+  (void)state;
+  hidden_flag_off_case(HL_FALLBACK_ORDERED);
+}
+
 // Flag on: the caller's release frees the memory in queue order although the
 // function still holds it; checked mode catches the next access.
-static void test_hidden_reference_flag_on_use_after_free(void** state) {
-  (void)state;
-  hl_device_t* d = inv_device_create();
+static void hidden_flag_on_case(hl_fallback_mode_t mode) {
+  hl_device_t* d = inv_device_create_mode(mode);
   hl_queue_t* q = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0xFEEDFACEu);
@@ -496,6 +506,18 @@ static void test_hidden_reference_flag_on_use_after_free(void** state) {
   hl_function_release(f);
   hl_queue_release(q);
   hl_device_release(d);
+}
+
+static void test_hidden_reference_flag_on_use_after_free(void** state) {
+  (void)state;
+  hidden_flag_on_case(HL_FALLBACK_FRONTIER);
+}
+
+// The ordered fallback changes nothing for assume_no_alias=1: the hazard of
+// an unregistered alias is still caught.
+static void test_hidden_reference_flag_on_use_after_free_ordered(void** state) {
+  (void)state;
+  hidden_flag_on_case(HL_FALLBACK_ORDERED);
 }
 
 //===----------------------------------------------------------------------===//
@@ -810,6 +832,8 @@ int main(void) {
       cmocka_unit_test(test_argument_subview_returned_flag_off),
       cmocka_unit_test(test_hidden_reference_flag_off_frontier),
       cmocka_unit_test(test_hidden_reference_flag_off_device_sync),
+      cmocka_unit_test(test_hidden_reference_flag_off_ordered),
+      cmocka_unit_test(test_hidden_reference_flag_on_use_after_free_ordered),
       cmocka_unit_test(test_hidden_reference_flag_on_use_after_free),
       cmocka_unit_test(test_ineligible_roots_imported_sync),
       cmocka_unit_test(test_explicit_dealloca_of_async_result),

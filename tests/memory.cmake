@@ -12,3 +12,8 @@ hl_add_test(memory_stress_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_stress_test.c
   LABELS memory concurrency
   TIMEOUT 120)
+# The fallback release: escape, ordered (never early), device-sync's drain.
+hl_add_test(memory_fallback_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_fallback_test.c
+  LABELS memory concurrency
+  TIMEOUT 120)

@@ -108,9 +108,9 @@ def case_matrix_json(a):
     run(["--matrix", "--json", out, "--iterations", "30", "--queues", "2",
          "--backend", "host"], a.stress)
     runs = load(out)
-    check(len(runs) == 12, "expected 12 runs, got %d" % len(runs))
+    check(len(runs) == 15, "expected 15 runs, got %d" % len(runs))
     policies = {(r["workload"], r["policy"]) for r in runs}
-    check(len(policies) == 12, "duplicate runs")
+    check(len(policies) == 15, "duplicate runs")
     for r in runs:
         check(r["verify_failures"] == 0 and r["use_after_free"] == 0,
               "%s/%s failed verification" % (r["workload"], r["policy"]))
@@ -119,6 +119,9 @@ def case_matrix_json(a):
             check(r["verified"] > 0, "%s/%s verified nothing" %
                   (r["workload"], r["policy"]))
     fb = {r["policy"]: r for r in runs if r["workload"] == "serving"}
+    check(fb["noalias0-ordered"]["fallback"] == "ordered", "fallback")
+    check(fb["noalias0-ordered"]["fallback_releases"] > 0,
+          "no ordered fallback releases with assume_no_alias=0")
     check(fb["noalias0-devsync"]["fallback"] == "device-sync", "fallback")
     check(fb["noalias0-frontier"]["fallback"] == "frontier", "fallback")
     check(fb["sync"]["alloc"] == "sync", "alloc")

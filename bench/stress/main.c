@@ -12,6 +12,7 @@ void stress_replay_cleanup(void);
 // The policies of the default run, async first (the ratios' reference).
 static const stress_policy_t kMatrix[] = {
     {"async", STRESS_ALLOC_ASYNC, true, HL_FALLBACK_DEFAULT},
+    {"noalias0-ordered", STRESS_ALLOC_ASYNC, false, HL_FALLBACK_ORDERED},
     {"noalias0-devsync", STRESS_ALLOC_ASYNC, false, HL_FALLBACK_DEVICE_SYNC},
     {"noalias0-frontier", STRESS_ALLOC_ASYNC, false, HL_FALLBACK_FRONTIER},
     {"sync", STRESS_ALLOC_SYNC, false, HL_FALLBACK_DEVICE_SYNC},

@@ -59,9 +59,8 @@ void stress_options_print_help(FILE* out) {
       "                        + wait; device sync before each free)\n"
       "  --assume-no-alias V   0 | 1, the per-invocation value (default 1);\n"
       "                        HIPLINE_ASSUME_NO_ALIAS, when set, wins\n"
-      "  --fallback MODE       device-sync | frontier (default: "
-      "HIPLINE_FALLBACK,\n"
-      "                        else frontier)\n"
+      "  --fallback MODE       ordered | device-sync | frontier (default:\n"
+      "                        HIPLINE_FALLBACK, else ordered)\n"
       "  --backend KIND        auto | host | hip (default auto)\n"
       "  --checked             checked mode (use-after-free detection)\n"
       "\n"
@@ -249,12 +248,14 @@ int stress_options_parse(int argc, char** argv, stress_options_t* out) {
       }
       policy_set = true;
     } else if (!strcmp(flag, "--fallback")) {
-      if (!strcmp(value, "device-sync")) {
+      if (!strcmp(value, "ordered")) {
+        out->policy.fallback = HL_FALLBACK_ORDERED;
+      } else if (!strcmp(value, "device-sync")) {
         out->policy.fallback = HL_FALLBACK_DEVICE_SYNC;
       } else if (!strcmp(value, "frontier")) {
         out->policy.fallback = HL_FALLBACK_FRONTIER;
       } else {
-        return usage_error(flag, value, "device-sync or frontier");
+        return usage_error(flag, value, "ordered, device-sync or frontier");
       }
       policy_set = true;
     } else if (!strcmp(flag, "--backend")) {
@@ -366,6 +367,7 @@ int stress_options_parse(int argc, char** argv, stress_options_t* out) {
     out->policy.label =
         out->policy.fallback == HL_FALLBACK_DEVICE_SYNC ? "noalias0-devsync"
         : out->policy.fallback == HL_FALLBACK_FRONTIER  ? "noalias0-frontier"
+        : out->policy.fallback == HL_FALLBACK_ORDERED   ? "noalias0-ordered"
                                                         : "noalias0";
   }
   return 0;

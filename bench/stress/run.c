@@ -264,8 +264,9 @@ hl_status_t stress_run_finish(stress_run_t* run, hl_time_t start, hl_time_t end,
   if (!mst) {
     r->peak_used_bytes = mem.bytes_in_use_peak;
     r->peak_reserved_bytes = mem.bytes_reserved_peak;
-    r->fallback_releases =
-        mem.fallback_releases_frontier + mem.fallback_releases_device_sync;
+    r->fallback_releases = mem.fallback_releases_frontier +
+                           mem.fallback_releases_device_sync +
+                           mem.fallback_releases_ordered;
     r->use_after_free = mem.use_after_free;
   }
   st = hl_status_join(st, mst);
@@ -299,8 +300,9 @@ void stress_run_deinitialize(stress_run_t* run) {
     hl_memory_stats_t mem;
     hl_status_t st = hl_device_memory_stats(run->device, &mem);
     if (!st && run->result) {
-      run->result->fallback_releases =
-          mem.fallback_releases_frontier + mem.fallback_releases_device_sync;
+      run->result->fallback_releases = mem.fallback_releases_frontier +
+                                       mem.fallback_releases_device_sync +
+                                       mem.fallback_releases_ordered;
       if (mem.use_after_free > run->result->use_after_free) {
         run->result->use_after_free = mem.use_after_free;
       }

@@ -64,7 +64,9 @@ HL_API hl_status_t hl_queue_dealloca(hl_queue_t* queue,
 
 // Wraps |device_ptr| (|size| bytes, owned elsewhere) as an EXTERNAL root on
 // |device|. |release_fn(user, device_ptr)| (may be NULL) runs once the last
-// reference drops and the device no longer uses it.
+// reference drops and the device no longer uses it. The address is known
+// outside hipline, so the root is escaped from the start (see
+// hl_buffer_device_pointer).
 typedef void (*hl_buffer_release_fn_t)(void* user, void* device_ptr);
 HL_API hl_status_t hl_buffer_wrap(hl_device_t* device, void* device_ptr,
                                   uint64_t size,
@@ -93,7 +95,19 @@ HL_API hl_device_t* hl_buffer_device(const hl_buffer_t* buffer);
 // A process-unique id of the buffer's root (equal for views of one root).
 HL_API uint64_t hl_buffer_root_id(const hl_buffer_t* buffer);
 // The device address of the view, or NULL until the alloca is issued.
+//
+// Escape: a non-NULL address lets code use the memory without hipline
+// recording it, so the root is marked *escaped* (sticky, for every view of
+// the root, counted in hl_memory_stats_t.escaped_roots). hipline can then no
+// longer prove when the memory is idle from its use fence alone: if its last
+// buffer goes without a dealloca, the ORDERED fallback frees it the
+// conservative FRONTIER way instead of in queue order. Roots from
+// hl_buffer_wrap are escaped from the start. Prefer hipline operations
+// (fill, copy, read, write, dispatch, invocations), which keep the root
+// un-escaped, or free explicitly with hl_queue_dealloca.
 HL_API void* hl_buffer_device_pointer(const hl_buffer_t* buffer);
+// True once |buffer|'s root has escaped (see hl_buffer_device_pointer).
+HL_API bool hl_buffer_is_escaped(const hl_buffer_t* buffer);
 // True once the root's memory has been freed (a later use is a
 // use-after-free).
 HL_API bool hl_buffer_is_freed(const hl_buffer_t* buffer);
@@ -173,6 +187,14 @@ typedef struct hl_memory_stats_t {
   int64_t events_live;
   int64_t events_pooled;
   int64_t streams_live;
+  // Fallback releases freed in queue order (ORDERED, un-escaped roots).
+  uint64_t fallback_releases_ordered;
+  // Roots whose device address escaped (hl_buffer_device_pointer, wrap).
+  uint64_t escaped_roots;
+  // DEVICE_SYNC releases made on hipline's completion thread, which never
+  // drains: the drain is owed to the next host thread that allocates on the
+  // device or releases through the fallback (it drains, then frees).
+  uint64_t fallback_device_sync_owed;
 } hl_memory_stats_t;
 
 // Device-wide statistics.

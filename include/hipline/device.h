@@ -51,14 +51,22 @@ HL_API hl_status_t hl_backend_resolve(hl_backend_kind_t requested,
                                       hl_backend_kind_t* out_kind);
 
 // How a root whose last reference drops without a dealloca is freed.
+// The fallback runs when the last buffer of a root goes without a dealloca
+// (work still in flight keeps the memory until it is done, in every mode).
 typedef enum hl_fallback_mode_e {
-  HL_FALLBACK_DEFAULT = 0,      // HIPLINE_FALLBACK, else FRONTIER.
+  HL_FALLBACK_DEFAULT = 0,      // HIPLINE_FALLBACK, else ORDERED.
   HL_FALLBACK_FRONTIER = 1,     // Free once every queue reaches its value at
                                 // release time; never blocks the caller.
-  HL_FALLBACK_DEVICE_SYNC = 2,  // Drain every queue, then free (blocking).
+  HL_FALLBACK_DEVICE_SYNC = 2,  // The releasing thread drains every queue of
+                                // the device, then frees (stop-the-world).
+  HL_FALLBACK_ORDERED = 3,      // A root whose address never escaped (see
+                                // hl_buffer_is_escaped) is freed in queue
+                                // order on its affinity queue after every
+                                // recorded use; an escaped root takes
+                                // FRONTIER. Never blocks the caller.
 } hl_fallback_mode_t;
 
-// Returns "frontier" or "device-sync" ("default" for DEFAULT).
+// Returns "ordered", "frontier" or "device-sync" ("default" for DEFAULT).
 HL_API const char* hl_fallback_mode_name(hl_fallback_mode_t mode);
 
 // Reuse policies of the stream-ordered pool (as hipMemPoolReuse*).

@@ -165,6 +165,7 @@ typedef struct hl_invocation_stats_t {
   uint64_t async_deallocs;  // Queue-ordered frees scheduled by imports.
   uint64_t fallback_releases_frontier;
   uint64_t fallback_releases_device_sync;
+  uint64_t fallback_releases_ordered;  // Queue-ordered fallback frees.
 } hl_invocation_stats_t;
 
 // Counters of one device (fallback releases come from its memory stats).

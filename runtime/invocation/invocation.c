@@ -86,6 +86,7 @@ hl_status_t hl_device_invocation_stats(hl_device_t* device,
   out_stats->fallback_releases_frontier = memory.fallback_releases_frontier;
   out_stats->fallback_releases_device_sync =
       memory.fallback_releases_device_sync;
+  out_stats->fallback_releases_ordered = memory.fallback_releases_ordered;
   return NULL;
 }
 
@@ -94,7 +95,8 @@ void hl_invocation_stats_global(hl_invocation_stats_t* out_stats) {
   memset(out_stats, 0, sizeof(*out_stats));
   hl_counters_load(&hl_global_counters_, out_stats);
   hl_memory_global_fallbacks(&out_stats->fallback_releases_frontier,
-                             &out_stats->fallback_releases_device_sync);
+                             &out_stats->fallback_releases_device_sync,
+                             &out_stats->fallback_releases_ordered);
 }
 
 //===----------------------------------------------------------------------===//

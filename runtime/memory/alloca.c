@@ -120,6 +120,9 @@ hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_queue_alloca: unknown flags 0x%x", flags);
   }
+  // A device-sync release owed by the completion thread stalls the
+  // allocating thread here, as stop-the-world would.
+  hl_memory_pay_owed_drains(hl_queue_device(queue));
   hl_root_t* root = NULL;
   HL_RETURN_IF_ERROR_PLAIN(hl_root_create_async(queue, size, &root));
   hl_buffer_t* buffer = NULL;
@@ -159,6 +162,7 @@ typedef struct hl_dealloca_op_t {
   uint64_t value;
   hl_backend_stream_t* stream;
   hl_gated_t gate;
+  const char* what;  // "queue_dealloca" or the fallback that scheduled it.
   char who[96];
 } hl_dealloca_op_t;
 
@@ -166,9 +170,8 @@ static void hl_dealloca_on_submit(hl_op_t* base, hl_queue_t* queue,
                                   uint64_t value) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
   op->value = value;
-  snprintf(op->who, sizeof(op->who),
-           "queue_dealloca on queue %u (submission %llu)", op->queue_id,
-           (unsigned long long)value);
+  snprintf(op->who, sizeof(op->who), "%s on queue %u (submission %llu)",
+           op->what, op->queue_id, (unsigned long long)value);
 }
 
 // Decides, once, whether the dealloca was cancelled: if it did not free, the
@@ -260,6 +263,13 @@ hl_status_t hl_queue_dealloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
 
 hl_status_t hl_root_dealloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
                              const hl_fence_t* signal_fence, hl_root_t* root) {
+  return hl_root_dealloca_as(queue, wait_fence, signal_fence, root,
+                             "queue_dealloca");
+}
+
+hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                                const hl_fence_t* signal_fence, hl_root_t* root,
+                                const char* who) {
   if (root->device != hl_queue_device(queue)) {
     return HL_MAKE_STATUS(
         HL_STATUS_INVALID_ARGUMENT,
@@ -305,6 +315,7 @@ hl_status_t hl_root_dealloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
   atomic_init(&op->freed, false);
   atomic_init(&op->settled, false);
   op->queue_id = hl_queue_id(queue);
+  op->what = who;
   st = hl_queue_submit(queue, waits, signal_fence, &op->base, NULL);
   hl_fence_release(waits);
   if (st) {

@@ -33,6 +33,10 @@ typedef struct hl_root_t {
   hl_buffer_release_fn_t release_fn;
   void* release_user;
   atomic_bool dealloca_scheduled;
+  // The address left hipline's sight (sticky; see hl_buffer_device_pointer).
+  atomic_bool escaped;
+  // The fallback took over when the last buffer went (at most once).
+  atomic_bool fallback_started;
   // Timeline resource; guarded by |mutex|.
   mtx_t mutex;
   hl_fence_t* use_fence;
@@ -108,8 +112,17 @@ bool hl_root_check_use(hl_root_t* root, const char* what,
                        hl_submission_t* submission, bool checked);
 
 // Per-device memory state (device->memory_state).
+typedef struct hl_fallback_t hl_fallback_t;
 typedef struct hl_memory_state_t {
   mtx_t mutex;
+  // DEVICE_SYNC releases whose drain is owed (see hl_memory_pay_owed_drains).
+  hl_fallback_t* owed;
+  atomic_uint owed_count;
+  // Deferred frontier releases, oldest first, with one notification armed on
+  // the oldest while |deferred_armed|.
+  hl_fallback_t* deferred_head;
+  hl_fallback_t* deferred_tail;
+  bool deferred_armed;
   hl_memory_stats_t stats;
   hl_memory_stats_t* per_queue;  // Indexed by queue id.
   uint32_t per_queue_capacity;
@@ -126,6 +139,9 @@ typedef enum hl_memory_event_e {
   HL_MEMORY_EVENT_FREE_BYTES,
   HL_MEMORY_EVENT_FALLBACK_FRONTIER,
   HL_MEMORY_EVENT_FALLBACK_DEVICE_SYNC,
+  HL_MEMORY_EVENT_FALLBACK_ORDERED,
+  HL_MEMORY_EVENT_FALLBACK_DEVICE_SYNC_OWED,
+  HL_MEMORY_EVENT_ESCAPE,
   HL_MEMORY_EVENT_OOM,
   HL_MEMORY_EVENT_USE_AFTER_FREE,
 } hl_memory_event_t;
@@ -140,10 +156,28 @@ void hl_memory_note_elision(hl_device_t* device, uint32_t queue_id,
 
 // Process-wide counts of fallback releases (all devices, ever).
 void hl_memory_global_fallbacks(uint64_t* out_frontier,
-                                uint64_t* out_device_sync);
+                                uint64_t* out_device_sync,
+                                uint64_t* out_ordered);
 
-// Releases |root|'s memory through the device's fallback mode (its last
-// reference dropped without a dealloca). Never called with locks held.
+// Marks |root| escaped (sticky; counted once).
+void hl_root_mark_escaped(hl_root_t* root);
+
+// Called when the last buffer of |root| went without a dealloca: the caller's
+// reference has been turned into an operation reference that this function
+// owns (and drops once the memory is freed or handed to a queue-ordered
+// free). Frees through the device's fallback mode. Never called with locks
+// held.
 void hl_memory_fallback_release(hl_root_t* root);
+
+// DEVICE_SYNC releases made on the completion thread owe a drain: the next
+// host thread that allocates on |device| pays it (drains every queue, then
+// frees what is owed). A no-op when nothing is owed or on the completion
+// thread.
+void hl_memory_pay_owed_drains(hl_device_t* device);
+
+// hl_root_dealloca, with |who| naming the freer in use-after-free reports.
+hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                                const hl_fence_t* signal_fence, hl_root_t* root,
+                                const char* who);
 
 #endif  // HIPLINE_RUNTIME_MEMORY_MEMORY_INTERNAL_H_

@@ -14,7 +14,10 @@
 extern char** environ;
 
 static const char* const kBackendNames[] = {"auto", "host", "hip"};
-static const char* const kFallbackNames[] = {"frontier", "device-sync"};
+static const char* const kFallbackNames[] = {"ordered", "frontier",
+                                             "device-sync"};
+static const hl_fallback_mode_t kFallbackModes[] = {
+    HL_FALLBACK_ORDERED, HL_FALLBACK_FRONTIER, HL_FALLBACK_DEVICE_SYNC};
 
 const char* hl_backend_kind_name(hl_backend_kind_t kind) {
   return (unsigned)kind < 3 ? kBackendNames[kind] : "unknown";
@@ -26,6 +29,8 @@ const char* hl_fallback_mode_name(hl_fallback_mode_t mode) {
       return "frontier";
     case HL_FALLBACK_DEVICE_SYNC:
       return "device-sync";
+    case HL_FALLBACK_ORDERED:
+      return "ordered";
     default:
       return "default";
   }
@@ -121,7 +126,7 @@ hl_status_t hl_environment_check(void) {
   int index = 0;
   bool set = false, flag = false;
   HL_RETURN_IF_ERROR_PLAIN(
-      hl_env_enum("HIPLINE_FALLBACK", kFallbackNames, 2, &index, &set));
+      hl_env_enum("HIPLINE_FALLBACK", kFallbackNames, 3, &index, &set));
   uint64_t size = 0;
   HL_RETURN_IF_ERROR_PLAIN(
       hl_env_size("HIPLINE_POOL_RELEASE_THRESHOLD", &size, &set));
@@ -294,10 +299,10 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
   if (!host_allocator.alloc) host_allocator = hl_allocator_system();
   HL_RETURN_IF_ERROR(hl_environment_check(), "creating a device");
   call_once(&hl_trace_env_once_, hl_trace_from_env);
-  if ((unsigned)options->fallback > HL_FALLBACK_DEVICE_SYNC) {
+  if ((unsigned)options->fallback > HL_FALLBACK_ORDERED) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "unknown fallback mode %d; accepted: "
-                          "frontier|device-sync",
+                          "ordered|frontier|device-sync",
                           (int)options->fallback);
   }
   if (options->checked < -1 || options->checked > 1) {
@@ -352,9 +357,8 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
   if (!st && device->fallback == HL_FALLBACK_DEFAULT) {
     int index = 0;
     bool set = false;
-    st = hl_env_enum("HIPLINE_FALLBACK", kFallbackNames, 2, &index, &set);
-    device->fallback =
-        (set && index == 1) ? HL_FALLBACK_DEVICE_SYNC : HL_FALLBACK_FRONTIER;
+    st = hl_env_enum("HIPLINE_FALLBACK", kFallbackNames, 3, &index, &set);
+    device->fallback = set ? kFallbackModes[index] : HL_FALLBACK_ORDERED;
   }
   device->checked = options->checked == 1;
   if (!st && options->checked == -1) {
