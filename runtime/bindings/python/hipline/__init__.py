@@ -22,10 +22,12 @@ completion thread calls back into Python, which wakes the loop with
 """
 
 import asyncio
+import atexit
 import ctypes
 import dataclasses
 import enum
 import threading
+import time
 from ctypes import byref, c_bool, c_int, c_uint64, c_void_p
 from typing import Optional
 
@@ -418,6 +420,35 @@ def _notify(fence_ptr, device_ptr, loop, fut, keep):
         with _pending_lock:
             _pending.pop(token, None)
         raise _status_error(status, True)
+
+
+def _settle_at_exit():
+    """Before the interpreter finalizes: lets work in flight complete so no
+    completion callback runs into a dying interpreter. Callbacks that wait
+    on semaphores nobody will signal are left (they never fire)."""
+    with _pending_lock:
+        devices = {id(e[2][1]): e[2][1] for e in _pending.values()
+                   if isinstance(e[2], tuple) and len(e[2]) == 2 and
+                   isinstance(e[2][1], Device)}
+    for dev in devices.values():
+        try:
+            dev.wait_idle(timeout=30)
+        except Exception:  # A failed queue: its callbacks have fired.
+            pass
+    # Callbacks already queued on completion threads: wait while they drain.
+    last, quiet_since = -1, time.monotonic()
+    while True:
+        n = pending_callbacks()
+        now = time.monotonic()
+        if n != last:
+            last, quiet_since = n, now
+        if n == 0 or now - quiet_since > 0.2:
+            break
+        time.sleep(0.005)
+    _drain_graveyard()
+
+
+atexit.register(_settle_at_exit)
 
 
 def pending_callbacks():
@@ -852,7 +883,7 @@ class Queue(_Handle):
 
     def _keep_until(self, signal, keep):
         """Keeps |keep| alive until |signal| is reached or failed."""
-        _notify(signal._p, self.device._p, None, None, keep)
+        _notify(signal._p, self.device._p, None, None, (keep, self.device))
 
     def alloca(self, size, wait=None, signal=None):
         signal = self._signal(signal)

@@ -431,3 +431,38 @@ class ReleaseTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ExitTest(unittest.TestCase):
+    """A process may exit with work and callbacks in flight."""
+
+    CHILD = """
+import threading, time, hipline
+dev = hipline.Device("host")
+q = dev.create_queue()
+b = q.alloca(1 << 16)
+gate = hipline.Semaphore(0)
+q.barrier(wait=gate.at(1))               # Nothing runs before the gate ...
+for i in range(50):
+    q.write(b, bytes([i]) * (1 << 16))   # ... so these reads and writes are
+    q.read(b, bytearray(1 << 16))        # in flight, kept alive by callbacks.
+never = hipline.Semaphore(0)
+q2 = dev.create_queue()
+q2.barrier(wait=never.at(1))             # A wait nobody will ever signal.
+print("pending", hipline.pending_callbacks() >= 100, flush=True)
+go = threading.Event()
+def opener():
+    go.wait()
+    time.sleep(0.02)
+    gate.signal(1)                       # Opens while the process exits.
+threading.Thread(target=opener).start()
+go.set()
+"""
+
+    def test_exit_with_work_in_flight(self):
+        import subprocess
+        import sys
+        p = subprocess.run([sys.executable, "-c", self.CHILD],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("pending True", p.stdout)
