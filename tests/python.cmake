@@ -36,3 +36,31 @@ foreach(part api asyncio assume_no_alias serve)
     LABELS python TIMEOUT 600 ENVIRONMENT "${hl_py_env}")
 endforeach()
 set_tests_properties(python.serve PROPERTIES RUN_SERIAL ON)
+
+# The installed package finds the installed library by itself
+# (_install_paths.py), without LIBHIPLINE.
+if(HIPLINE_INSTALL)
+  include(GNUInstallDirs)
+  # Same default as cmake/install.cmake (included after the tests).
+  set(HIPLINE_INSTALL_PYTHONDIR "${CMAKE_INSTALL_LIBDIR}/python3/dist-packages"
+      CACHE STRING "Where the hipline Python package is installed, relative to the prefix")
+  set(hl_py_prefix ${CMAKE_CURRENT_BINARY_DIR}/python-install-test)
+  add_test(NAME python.install
+    COMMAND ${CMAKE_COMMAND} --install ${PROJECT_BINARY_DIR} --prefix ${hl_py_prefix}
+            --config $<CONFIG>)
+  add_test(NAME python.installed
+    COMMAND ${Python3_EXECUTABLE} -c
+      "import os,sys; os.environ.pop('LIBHIPLINE',None); sys.path.insert(0,sys.argv[1]); import hipline; assert hipline.library_path.startswith(sys.argv[2]), hipline.library_path; d=hipline.Device('host'); q=d.create_queue(); b=q.alloca(64); q.fill(b,7).wait(30); print('installed ok', hipline.library_path)"
+      ${hl_py_prefix}/${HIPLINE_INSTALL_PYTHONDIR} ${hl_py_prefix}
+    WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  set_tests_properties(python.install PROPERTIES
+    LABELS "python;package" TIMEOUT 300 FIXTURES_SETUP hl_python_installed)
+  set(hl_py_installed_env "PYTHONDONTWRITEBYTECODE=1")
+  if(HIPLINE_SANITIZER STREQUAL "address")
+    list(APPEND hl_py_installed_env "LD_PRELOAD=${hl_libasan}"
+         "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+  endif()
+  set_tests_properties(python.installed PROPERTIES
+    LABELS "python;package" TIMEOUT 300 FIXTURES_REQUIRED hl_python_installed
+    ENVIRONMENT "${hl_py_installed_env}")
+endif()

@@ -1097,10 +1097,15 @@ class Function(_Handle):
 
     @classmethod
     def lookup(cls, name):
-        """A registered function (register_kernel_functions() first for the
-        built-ins)."""
+        """A registered function. The kernel-backed built-ins ("hipline.*")
+        are registered on first lookup."""
         out = c_void_p()
-        _check(lib.hl_function_lookup(name.encode(), byref(out)))
+        status = lib.hl_function_lookup(name.encode(), byref(out))
+        if status and name.startswith("hipline."):
+            lib.hl_status_free(status)
+            register_kernel_functions()
+            status = lib.hl_function_lookup(name.encode(), byref(out))
+        _check(status)
         return cls._adopt(out.value)
 
     @property
