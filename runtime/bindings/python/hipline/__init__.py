@@ -65,11 +65,16 @@ class StatusCode(enum.IntEnum):
 
 
 class Error(Exception):
-    """A hipline status: `code` (StatusCode), `message`, `source`."""
+    """A hipline status: `code` (StatusCode), `message`, `source`.
+
+    Error(code, message) or, for a per-code subclass, just
+    NotFoundError(message)."""
 
     code = StatusCode.UNKNOWN
 
-    def __init__(self, code, message, source=""):
+    def __init__(self, code, message=None, source=""):
+        if message is None and isinstance(code, str):
+            code, message = type(self).code, code
         self.code = StatusCode(code)
         self.message = message
         self.source = source

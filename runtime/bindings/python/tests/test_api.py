@@ -311,7 +311,7 @@ class FunctionTest(unittest.TestCase):
         q = self.q
 
         def raises_hipline(queue, args, wait, signal):
-            raise hipline.ResourceExhaustedError(8, "no room at the inn")
+            raise hipline.ResourceExhaustedError("no room at the inn")
 
         def raises_python(queue, args, wait, signal):
             return 1 / 0
