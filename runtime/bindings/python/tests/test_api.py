@@ -432,6 +432,74 @@ class ReleaseTest(unittest.TestCase):
 if __name__ == "__main__":
     unittest.main()
 
+class MoreBindingsTest(unittest.TestCase):
+    def setUp(self):
+        self.dev = hipline.Device("host")
+        self.q = self.dev.create_queue()
+
+    def tearDown(self):
+        self.q.wait_idle(timeout=60)
+        self.q.close()
+        self.dev.close()
+
+    def test_fences_of_a_buffer_and_escape(self):
+        q = self.q
+        b = q.alloca(64)
+        gate = hipline.Semaphore(0)
+        q.fill(b, 1, wait=gate.at(1))
+        use, barrier = b.use_fence(), b.mutation_barrier()
+        self.assertGreaterEqual(len(use), 1)
+        self.assertGreaterEqual(len(barrier), 1)
+        self.assertFalse(use.is_reached())  # The fill waits on the gate.
+        gate.signal(1)
+        use.wait(timeout=60)
+        barrier.wait(timeout=60)
+        with b.device as d:
+            self.assertEqual(d.properties.target, "host")
+        self.assertIsNotNone(b.device_pointer())  # Issued: it has an address.
+        for h in (b, gate, use, barrier):
+            h.close()
+
+    def test_invocation_add_wait(self):
+        q = self.q
+        gate = hipline.Semaphore(0)
+        other = hipline.Semaphore(0)
+        fn = hipline.Function("test.wait", lambda queue, a, w, s:
+                              queue.barrier(wait=w, signal=s) and None)
+        inv = hipline.ProgramInvocation(fn, q)
+        inv.add_wait(gate, 1)
+        inv.add_wait(other.at(2))
+        inv.invoke()
+        done = inv.signal_fence
+        gate.signal(1)
+        other.signal(1)
+        with self.assertRaises(hipline.DeadlineExceededError):
+            done.wait(timeout=0.01)  # other is at 1 of 2: cannot be reached.
+        other.signal(2)
+        done.wait(timeout=60)
+        for h in (done, inv, fn, gate, other):
+            h.close()
+
+    def test_environment_check_in_a_child(self):
+        import os
+        import subprocess
+        import sys
+        code = ("import hipline\n"
+                "try:\n"
+                "    hipline.environment_check(); print('ok')\n"
+                "except hipline.InvalidArgumentError as e:\n"
+                "    print('bad', e.message)\n")
+        env = dict(os.environ, HIPLINE_FALLBACK="sometimes")
+        p = subprocess.run([sys.executable, "-c", code], env=env,
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("bad", p.stdout)
+        self.assertIn("HIPLINE_FALLBACK", p.stdout)
+        env.pop("HIPLINE_FALLBACK")
+        p = subprocess.run([sys.executable, "-c", code], env=env,
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.stdout.strip(), "ok", p.stderr)
+
 
 class ExitTest(unittest.TestCase):
     """A process may exit with work and callbacks in flight."""
