@@ -126,3 +126,28 @@ endforeach()
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/hipline-trace-convert
                  ${PROJECT_SOURCE_DIR}/tools/hipline-plot
         DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+# The shared library (libhipline.so.N, target hipline::hipline_shared) and the
+# Python package over it (runtime/bindings/python/hipline, stdlib ctypes only).
+# The package finds the library through _install_paths.py, which holds the
+# path from the package to the library directory, so any --prefix works:
+#   PYTHONPATH=<prefix>/${HIPLINE_INSTALL_PYTHONDIR} python3 -c "import hipline"
+if(TARGET hipline_shared)
+  install(TARGETS hipline_shared
+    EXPORT hiplineTargets
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    NAMELINK_COMPONENT Development)
+  set(HIPLINE_INSTALL_PYTHONDIR "${CMAKE_INSTALL_LIBDIR}/python3/dist-packages"
+      CACHE STRING "Where the hipline Python package is installed, relative to the prefix")
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/bindings/python/hipline
+    DESTINATION ${HIPLINE_INSTALL_PYTHONDIR}
+    FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
+  file(RELATIVE_PATH hl_py_to_lib "/hl-prefix/${HIPLINE_INSTALL_PYTHONDIR}/hipline"
+       "/hl-prefix/${CMAKE_INSTALL_LIBDIR}")
+  file(WRITE ${PROJECT_BINARY_DIR}/python-install/_install_paths.py
+       "# Written by cmake --install: where libhipline.so is, relative to this package.\n"
+       "LIBRARY_DIR = \"${hl_py_to_lib}\"\n"
+       "LIBRARY_NAME = \"libhipline.so.${PROJECT_VERSION_MAJOR}\"\n")
+  install(FILES ${PROJECT_BINARY_DIR}/python-install/_install_paths.py
+    DESTINATION ${HIPLINE_INSTALL_PYTHONDIR}/hipline)
+endif()

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hipline/device.h"
 #include "hipline/semaphore.h"
 
 #ifdef __cplusplus
@@ -47,6 +48,21 @@ HL_API hl_status_t hl_fence_is_reached(const hl_fence_t* fence,
 
 // Blocks until every pair is reached (see hl_semaphore_wait_many).
 HL_API hl_status_t hl_fence_wait(const hl_fence_t* fence, hl_time_t deadline);
+
+// Calls |fn(user, status)| once, on |device|'s completion thread, when every
+// pair of |fence| (copied now; NULL is empty) is reached, with |status| OK
+// (NULL), or when a semaphore of it fails, with that failure. |status| is
+// borrowed for the call (clone it to keep it). Never blocks and never calls
+// |fn| on the caller's thread: an already reached fence is reported from the
+// completion thread too. |fn| must return promptly and must not wait on
+// |device|'s work. |device| (retained until the call) only names the thread.
+// For event loops: wake the loop from |fn| instead of a thread per wait.
+// INVALID_ARGUMENT for a NULL |device| or |fn|.
+typedef void (*hl_fence_reached_fn_t)(void* user, hl_status_t status);
+HL_API hl_status_t hl_fence_call_when_reached(const hl_fence_t* fence,
+                                              hl_device_t* device,
+                                              hl_fence_reached_fn_t fn,
+                                              void* user);
 
 #ifdef __cplusplus
 }

@@ -232,3 +232,14 @@ hl_status_t hl_fence_notify(const hl_fence_t* fence, hl_device_t* device,
   hl_timeline_unlock();
   return NULL;
 }
+
+hl_status_t hl_fence_call_when_reached(const hl_fence_t* fence,
+                                       hl_device_t* device,
+                                       hl_fence_reached_fn_t fn, void* user) {
+  if (!device || !fn) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_fence_call_when_reached: %s is NULL",
+                          !device ? "device" : "fn");
+  }
+  return hl_fence_notify(fence, device, fn, user);
+}

@@ -1,0 +1,103 @@
+# Python binding tests (label `python`): runtime/bindings/python/tests, run
+# with the standard library's unittest over libhipline.so (hipline_shared).
+#
+# ASan build: the interpreter is not instrumented, so libasan must be loaded
+# first (LD_PRELOAD of the compiler's libasan.so). Leak detection is off for
+# these tests only: the interpreter's own allocations, alive at exit, would
+# be reported; hipline's handles are checked by the tests themselves (live
+# device count back to its baseline, no pending callbacks).
+#
+# TSan build: libtsan is preloaded the same way. Not every interpreter
+# survives that (pyenv's 3.11 segfaults at start; Debian's /usr/bin/python3
+# works), so the first one that runs `pass` under it is used, and the tests
+# are left out with a message when none does. The TSan stage of
+# tools/test.sh runs the `concurrency` label (python.api, python.asyncio)
+# under its `setarch -R` prefix.
+find_package(Python3 COMPONENTS Interpreter)
+if(NOT Python3_Interpreter_FOUND OR NOT TARGET hipline_shared)
+  return()
+endif()
+set(hl_python ${Python3_EXECUTABLE})
+if(HIPLINE_SANITIZER STREQUAL "thread")
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libtsan.so
+                  OUTPUT_VARIABLE hl_libtsan OUTPUT_STRIP_TRAILING_WHITESPACE)
+  find_program(HL_SETARCH setarch)
+  set(hl_probe_prefix "")
+  if(HL_SETARCH)
+    set(hl_probe_prefix ${HL_SETARCH} ${CMAKE_SYSTEM_PROCESSOR} -R)
+  endif()
+  set(hl_python "")
+  foreach(candidate ${Python3_EXECUTABLE} /usr/bin/python3)
+    if(NOT hl_python AND EXISTS ${candidate})
+      execute_process(
+        COMMAND ${CMAKE_COMMAND} -E env LD_PRELOAD=${hl_libtsan}
+                ${hl_probe_prefix} ${candidate} -c pass
+        RESULT_VARIABLE hl_probe_rc OUTPUT_QUIET ERROR_QUIET)
+      if(hl_probe_rc EQUAL 0)
+        set(hl_python ${candidate})
+      endif()
+    endif()
+  endforeach()
+  if(NOT hl_python)
+    message(STATUS "hipline: no Python interpreter runs with libtsan "
+                   "preloaded; the Python tests are left out of the TSan build")
+    return()
+  endif()
+endif()
+
+set(hl_py_dir ${PROJECT_SOURCE_DIR}/runtime/bindings/python)
+set(hl_py_env
+  "LIBHIPLINE=$<TARGET_FILE:hipline_shared>"
+  "PYTHONPATH=${hl_py_dir}"
+  "PYTHONDONTWRITEBYTECODE=1")
+if(HIPLINE_SANITIZER STREQUAL "address")
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
+                  OUTPUT_VARIABLE hl_libasan OUTPUT_STRIP_TRAILING_WHITESPACE)
+  list(APPEND hl_py_env "LD_PRELOAD=${hl_libasan}"
+       "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+elseif(HIPLINE_SANITIZER STREQUAL "thread")
+  list(APPEND hl_py_env "LD_PRELOAD=${hl_libtsan}")
+endif()
+
+foreach(part api asyncio assume_no_alias serve)
+  add_test(NAME python.${part}
+    COMMAND ${hl_python} -m unittest -v test_${part}
+    WORKING_DIRECTORY ${hl_py_dir}/tests)
+  set(hl_labels python)
+  if(part MATCHES "^(api|asyncio)$")
+    list(APPEND hl_labels concurrency)  # Callbacks across threads: TSan.
+  endif()
+  set_tests_properties(python.${part} PROPERTIES
+    LABELS "${hl_labels}" TIMEOUT 600 ENVIRONMENT "${hl_py_env}")
+endforeach()
+set_tests_properties(python.serve PROPERTIES RUN_SERIAL ON)
+
+# The installed package finds the installed library by itself
+# (_install_paths.py), without LIBHIPLINE.
+if(HIPLINE_INSTALL)
+  include(GNUInstallDirs)
+  # Same default as cmake/install.cmake (included after the tests).
+  set(HIPLINE_INSTALL_PYTHONDIR "${CMAKE_INSTALL_LIBDIR}/python3/dist-packages"
+      CACHE STRING "Where the hipline Python package is installed, relative to the prefix")
+  set(hl_py_prefix ${CMAKE_CURRENT_BINARY_DIR}/python-install-test)
+  add_test(NAME python.install
+    COMMAND ${CMAKE_COMMAND} --install ${PROJECT_BINARY_DIR} --prefix ${hl_py_prefix}
+            --config $<CONFIG>)
+  add_test(NAME python.installed
+    COMMAND ${hl_python} -c
+      "import os,sys; os.environ.pop('LIBHIPLINE',None); sys.path.insert(0,sys.argv[1]); import hipline; assert hipline.library_path.startswith(sys.argv[2]), hipline.library_path; d=hipline.Device('host'); q=d.create_queue(); b=q.alloca(64); q.fill(b,7).wait(30); print('installed ok', hipline.library_path)"
+      ${hl_py_prefix}/${HIPLINE_INSTALL_PYTHONDIR} ${hl_py_prefix}
+    WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  set_tests_properties(python.install PROPERTIES
+    LABELS "python;package" TIMEOUT 300 FIXTURES_SETUP hl_python_installed)
+  set(hl_py_installed_env "PYTHONDONTWRITEBYTECODE=1")
+  if(HIPLINE_SANITIZER STREQUAL "address")
+    list(APPEND hl_py_installed_env "LD_PRELOAD=${hl_libasan}"
+         "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+  elseif(HIPLINE_SANITIZER STREQUAL "thread")
+    list(APPEND hl_py_installed_env "LD_PRELOAD=${hl_libtsan}")
+  endif()
+  set_tests_properties(python.installed PROPERTIES
+    LABELS "python;package" TIMEOUT 300 FIXTURES_REQUIRED hl_python_installed
+    ENVIRONMENT "${hl_py_installed_env}")
+endif()
