@@ -59,7 +59,12 @@ elseif(HIPLINE_SANITIZER STREQUAL "thread")
   list(APPEND hl_py_env "LD_PRELOAD=${hl_libtsan}")
 endif()
 
-foreach(part api asyncio assume_no_alias serve)
+# The layout of the C structs the binding mirrors (test_abi.py).
+add_executable(python_abi_layout ${CMAKE_CURRENT_SOURCE_DIR}/python_abi_layout.c)
+target_link_libraries(python_abi_layout PRIVATE hipline::hipline hipline_warnings)
+list(APPEND hl_py_env "HL_ABI_LAYOUT=$<TARGET_FILE:python_abi_layout>")
+
+foreach(part abi api asyncio assume_no_alias serve)
   add_test(NAME python.${part}
     COMMAND ${hl_python} -m unittest -v test_${part}
     WORKING_DIRECTORY ${hl_py_dir}/tests)

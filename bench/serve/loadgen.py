@@ -10,6 +10,8 @@ itself and exits 1 if any request failed or was lost.
 
 Policies:
   async        assume_no_alias=true: results are freed in queue order.
+  ordered      assume_no_alias=false, device fallback "ordered" (the default:
+               a queue-ordered free after the root's use fence).
   frontier     assume_no_alias=false, device fallback "frontier".
   device-sync  assume_no_alias=false, device fallback "device-sync".
 
@@ -25,7 +27,8 @@ import sys
 import time
 
 POLICIES = {
-    "async": (True, "frontier"),
+    "async": (True, "ordered"),
+    "ordered": (False, "ordered"),
     "frontier": (False, "frontier"),
     "device-sync": (False, "device-sync"),
 }
@@ -135,7 +138,8 @@ async def run_policy(name, args):
         "async_imports": inv["async_imports"],
         "sync_imports": inv["sync_imports"],
         "fallback_releases": inv["fallback_releases_frontier"] +
-        inv["fallback_releases_device_sync"],
+        inv["fallback_releases_device_sync"] +
+        inv["fallback_releases_ordered"],
         "messages": out["messages"][:5],
     }
 
@@ -173,7 +177,8 @@ def main(argv=None):
     p.add_argument("--clients", type=int, default=32)
     p.add_argument("--duration", type=float, default=20.0,
                    help="seconds per policy")
-    p.add_argument("--policies", default="async,frontier,device-sync")
+    p.add_argument("--policies",
+                   default="async,ordered,frontier,device-sync")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--size", type=int, default=64 << 10)
     p.add_argument("--queues", type=int, default=4)

@@ -19,7 +19,7 @@ cache, the function keeps its last --cache results per request; so a result
 is not provably unique when it is imported, and the request's
 `assume_no_alias` decides how it is freed: true imports it async (a
 queue-ordered free on the last release), false takes the device's fallback
-(--fallback frontier or device-sync).
+(--fallback ordered, frontier or device-sync).
 
 Run from a build tree:
   LIBHIPLINE=build/lib/libhipline.so PYTHONPATH=runtime/bindings/python \\
@@ -202,8 +202,8 @@ def main(argv=None):
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0: any free port")
     p.add_argument("--backend", default="host")
-    p.add_argument("--fallback", default="frontier",
-                   choices=["frontier", "device-sync"])
+    p.add_argument("--fallback", default="ordered",
+                   choices=["ordered", "frontier", "device-sync"])
     p.add_argument("--queues", type=int, default=4)
     p.add_argument("--size", type=int, default=64 << 10,
                    help="bytes of state per request")

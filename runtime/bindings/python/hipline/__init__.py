@@ -286,6 +286,16 @@ class MemoryStats:
     fallback_releases_device_sync: int
     ooms: int
     use_after_free: int
+    command_buffer_executions: int
+    fills_elided: int
+    fills_shrunk: int
+    fill_bytes_elided: int
+    events_live: int
+    events_pooled: int
+    streams_live: int
+    fallback_releases_ordered: int
+    escaped_roots: int
+    fallback_device_sync_owed: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,6 +307,7 @@ class InvocationStats:
     async_deallocs: int
     fallback_releases_frontier: int
     fallback_releases_device_sync: int
+    fallback_releases_ordered: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,7 +320,8 @@ class AssumeNoAlias:
 
 
 _BACKENDS = {"auto": 0, "host": 1, "hip": 2}
-_FALLBACKS = {None: 0, "default": 0, "frontier": 1, "device-sync": 2}
+_FALLBACKS = {None: 0, "default": 0, "frontier": 1, "device-sync": 2,
+              "ordered": 3}
 _ACCESS = {"r": 1, "read": 1, "w": 2, "write": 2, "rw": 3, "read_write": 3}
 
 
@@ -496,7 +508,8 @@ class Device(_Handle):
     """A device: `Device("host")`, `Device("hip", ordinal=1)`, `Device()`
     (HIPLINE_BACKEND, then hip if present, else host).
 
-    fallback: None (HIPLINE_FALLBACK), "frontier" or "device-sync".
+    fallback: None (HIPLINE_FALLBACK, else "ordered"), "ordered",
+        "frontier" or "device-sync".
     checked: None (HIPLINE_CHECKED), True or False.
     """
 

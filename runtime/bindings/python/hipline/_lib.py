@@ -94,14 +94,19 @@ class memory_stats_t(Structure):
         "bytes_in_use", "bytes_in_use_peak", "bytes_reserved",
         "bytes_reserved_peak", "allocas", "deallocas", "deallocas_cancelled",
         "fallback_releases_frontier", "fallback_releases_device_sync", "ooms",
-        "use_after_free")]
+        "use_after_free", "command_buffer_executions", "fills_elided",
+        "fills_shrunk", "fill_bytes_elided")] + [
+        (n, c_int64) for n in ("events_live", "events_pooled", "streams_live")
+    ] + [(n, c_uint64) for n in (
+        "fallback_releases_ordered", "escaped_roots",
+        "fallback_device_sync_owed")]
 
 
 class invocation_stats_t(Structure):
     _fields_ = [(n, c_uint64) for n in (
         "invocations", "async_imports", "sync_imports", "alias_detected",
         "async_deallocs", "fallback_releases_frontier",
-        "fallback_releases_device_sync")]
+        "fallback_releases_device_sync", "fallback_releases_ordered")]
 
 
 class function_signature_t(Structure):

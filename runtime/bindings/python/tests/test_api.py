@@ -28,7 +28,7 @@ class DeviceTest(unittest.TestCase):
             self.assertEqual(p.backend, "host")
             self.assertEqual(p.target, "host")
             self.assertGreater(p.memory_bytes, 0)
-            self.assertIn(dev.fallback_mode, ("frontier", "device-sync"))
+            self.assertEqual(dev.fallback_mode, "ordered")  # The default.
             self.assertIsInstance(dev.pool_attributes, hipline.PoolAttributes)
             self.assertIsInstance(dev.memory_stats(), hipline.MemoryStats)
             self.assertIsInstance(dev.invocation_stats(),

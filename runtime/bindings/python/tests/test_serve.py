@@ -25,7 +25,7 @@ class ServeTest(unittest.TestCase):
             with open(rows_path) as f:
                 rows = json.load(f)
         self.assertEqual([r["policy"] for r in rows],
-                         ["async", "frontier", "device-sync"])
+                         ["async", "ordered", "frontier", "device-sync"])
         for r in rows:
             self.assertGreater(r["requests"], 0, r)
             self.assertEqual((r["errors"], r["lost"], r["server_errors"],
@@ -35,7 +35,7 @@ class ServeTest(unittest.TestCase):
         # The request's assume_no_alias decides the import of every step.
         self.assertGreater(by["async"]["async_imports"], 0)
         self.assertEqual(by["async"]["sync_imports"], 0)
-        for name in ("frontier", "device-sync"):
+        for name in ("ordered", "frontier", "device-sync"):
             self.assertEqual(by[name]["async_imports"], 0)
             self.assertGreater(by[name]["sync_imports"], 0)
             self.assertGreater(by[name]["fallback_releases"], 0)
