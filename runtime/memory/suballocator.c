@@ -30,9 +30,10 @@
 //   most one slab per queue, and the block becomes reusable by everyone as
 //   soon as the timeline moves on.
 // - Whole free slabs go back at synchronization points when the slabs held
-//   exceed the pool's release threshold, on trim, and on out of memory. A
-//   free never releases its slab at once: alloc/free loops would otherwise
-//   call the driver every time.
+//   exceed the pool's release threshold, on trim, on out of memory, and
+//   before the pool grows (an empty slab that could not serve the request
+//   is idle memory). A free never releases its slab at once: alloc/free
+//   loops would otherwise call the driver every time.
 
 #include "runtime/memory/suballocator.h"
 
@@ -601,6 +602,20 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
       ++sa->stats.cross_queue_reuses;
     }
   } else {
+    // Before asking the driver for more, give back the empty slabs (none of
+    // them could serve this request) and let the driver drop its cache of
+    // them: reserved memory then follows live memory, where PyTorch keeps
+    // idle segments until out of memory or empty_cache.
+    if (hl_sa_trim_locked(sa, 0, stream, queue_id)) {
+      hl_backend_pool_stats_t pool_stats;
+      hl_status_t stats_st =
+          sa->backend->vtable->pool_stats(sa->backend, &pool_stats);
+      if (!stats_st) {
+        hl_status_ignore(
+            sa->backend->vtable->pool_trim(sa->backend, pool_stats.used_bytes));
+      }
+      hl_status_ignore(stats_st);
+    }
     st = hl_sa_grow(sa, pool, hl_sa_slab_size(sa, pool, rounded), stream,
                     queue_id, timeline, value, &b);
     if (st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) {
