@@ -537,6 +537,7 @@ static void test_pool_mode_switch(void** state) {
   assert_int_equal(hl_test_memory_stats(d).pool_slabs, 0);
   mem_dealloca(q, NULL, 0, NULL, 0, b);
   hl_buffer_release(b);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
   hl_queue_release(q);
   hl_device_release(d);
   // An explicit option beats the environment.
