@@ -73,26 +73,26 @@ static void test_split_and_coalesce(void** state) {
   sa_fixture_t f;
   sa_fixture_init(&f, 0);
   hl_suballocation_t *a, *b, *c;
-  char* pa = sa_alloc(&f, 16 * KIB, 0, 1, &a);
-  char* pb = sa_alloc(&f, 16 * KIB - 100, 0, 2, &b);  // Rounds to 16 KiB.
-  char* pc = sa_alloc(&f, 16 * KIB, 0, 3, &c);
-  assert_ptr_equal(pb, pa + 16 * KIB);
-  assert_ptr_equal(pc, pb + 16 * KIB);
+  char* pa = sa_alloc(&f, 2 * KIB, 0, 1, &a);
+  char* pb = sa_alloc(&f, 2 * KIB - 100, 0, 2, &b);  // Rounds to 2 KiB.
+  char* pc = sa_alloc(&f, 2 * KIB, 0, 3, &c);
+  assert_ptr_equal(pb, pa + 2 * KIB);
+  assert_ptr_equal(pc, pb + 2 * KIB);
   hl_suballocator_stats_t s = sa_stats(&f);
   assert_int_equal(s.slabs, 1);
   assert_int_equal(s.slab_allocs, 1);
-  assert_int_equal(s.used_bytes, 48 * KIB);
+  assert_int_equal(s.used_bytes, 6 * KIB);
   uint64_t slab = s.slab_bytes;
-  assert_true(slab >= 48 * KIB);
+  assert_true(slab >= 6 * KIB);
   HL_ASSERT_OK(hl_suballocator_verify(f.sa));
   // Free the middle: a hole of 16 KiB between two live blocks.
   hl_suballocator_free(f.sa, b, f.stream, 0, NULL, 0);
   s = sa_stats(&f);
-  assert_int_equal(s.free_bytes, slab - 32 * KIB);
-  assert_int_equal(s.largest_free_block, slab - 48 * KIB);
+  assert_int_equal(s.free_bytes, slab - 4 * KIB);
+  assert_int_equal(s.largest_free_block, slab - 6 * KIB);
   // The hole is reused exactly (best fit), with no backend call.
   hl_suballocation_t* b2;
-  assert_ptr_equal(sa_alloc(&f, 16 * KIB, 0, 4, &b2), pb);
+  assert_ptr_equal(sa_alloc(&f, 2 * KIB, 0, 4, &b2), pb);
   assert_int_equal(sa_stats(&f).slab_allocs, 1);
   assert_true(sa_stats(&f).block_reuses >= 1);
   hl_suballocator_free(f.sa, b2, f.stream, 0, NULL, 0);
@@ -100,7 +100,7 @@ static void test_split_and_coalesce(void** state) {
   HL_ASSERT_OK(hl_suballocator_verify(f.sa));
   // a and b merged: a 32 KiB block at pa serves a 32 KiB request.
   hl_suballocation_t* ab;
-  assert_ptr_equal(sa_alloc(&f, 32 * KIB, 0, 5, &ab), pa);
+  assert_ptr_equal(sa_alloc(&f, 4 * KIB, 0, 5, &ab), pa);
   hl_suballocator_free(f.sa, ab, f.stream, 0, NULL, 0);
   hl_suballocator_free(f.sa, c, f.stream, 0, NULL, 0);
   s = sa_stats(&f);
@@ -116,7 +116,7 @@ static void test_cross_queue_reuse_waits_for_timepoint(void** state) {
   (void)state;
   sa_fixture_t f;
   sa_fixture_init(&f, 0);
-  // The first small slab is 64 KiB: one block fills it.
+  // A 64 KiB request gets a 64 KiB first slab: one block fills it.
   hl_suballocation_t *x, *y, *z;
   char* px = sa_alloc(&f, 64 * KIB, 0, 1, &x);
   assert_int_equal(sa_stats(&f).slab_bytes, 64 * KIB);
@@ -156,12 +156,14 @@ static void test_fresh_slab_tail_is_stream_ordered(void** state) {
   sa_fixture_t f;
   sa_fixture_init(&f, 0);
   hl_suballocation_t *a, *b, *c;
-  char* pa = sa_alloc(&f, 4 * KIB, 0, 3, &a);  // 64 KiB slab, tail pending.
+  char* pa = sa_alloc(&f, 4 * KIB, 0, 3, &a);  // 8 KiB slab, tail pending.
+  uint64_t slab = sa_stats(&f).slab_bytes;
+  assert_true(slab > 4 * KIB);
   char* pb = sa_alloc(&f, 4 * KIB, 1, 1, &b);
-  assert_true(pb < pa || pb >= pa + 64 * KIB);  // Not from queue 0's slab.
+  assert_true(pb < pa || pb >= pa + slab);  // Not from queue 0's slab.
   HL_ASSERT_OK(hl_semaphore_signal(f.timelines[0], 3));
   char* pc = sa_alloc(&f, 4 * KIB, 2, 1, &c);
-  assert_true(pc >= pa && pc < pa + 64 * KIB);
+  assert_true(pc >= pa && pc < pa + slab);
   hl_suballocator_free(f.sa, a, f.stream, 0, NULL, 0);
   hl_suballocator_free(f.sa, b, f.stream, 1, NULL, 0);
   hl_suballocator_free(f.sa, c, f.stream, 2, NULL, 0);

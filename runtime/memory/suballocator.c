@@ -15,7 +15,7 @@
 //   6.25% with O(1) bin lookup, instead of PyTorch's ordered-set search.
 // - Slabs are 2 MiB (small) and 40 MiB (large; requests up to 20 MiB share
 //   them, the same half-a-slab rule as PyTorch's 10-of-20 MiB), but they
-//   grow geometrically from 64 KiB / 2 MiB with what the pool holds. The
+//   grow geometrically from 8 KiB / 2 MiB with what the pool holds. The
 //   bigger large slab lowers the share of each slab left over at the peak;
 //   the growth keeps small workloads small. A small request takes a free
 //   block of a large slab before asking the driver for a new small slab.
@@ -49,7 +49,7 @@
 #define HL_SA_ALIGNMENT ((uint64_t)256)
 #define HL_SA_SMALL_MAX ((uint64_t)1 << 20)
 #define HL_SA_SMALL_SLAB ((uint64_t)2 << 20)
-#define HL_SA_SMALL_MIN_SLAB ((uint64_t)64 << 10)
+#define HL_SA_SMALL_MIN_SLAB ((uint64_t)8 << 10)
 #define HL_SA_LARGE_MAX ((uint64_t)20 << 20)
 #define HL_SA_LARGE_SLAB ((uint64_t)40 << 20)
 #define HL_SA_SLAB_ROUNDING ((uint64_t)2 << 20)
