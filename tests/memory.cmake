@@ -2,7 +2,7 @@
 # API: queue_alloca/queue_dealloca, misuse and failure paths, cross-queue pool
 # reuse, fallback release, pool limits/threshold/trim, statistics, and a
 # multi-threaded stress run under injected stream delays.
-foreach(part alloca misuse pool suballoc)
+foreach(part alloca misuse pool)
   hl_add_test(memory_${part}_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_${part}_test.c
     LABELS memory
@@ -10,5 +10,12 @@ foreach(part alloca misuse pool suballoc)
 endforeach()
 hl_add_test(memory_stress_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_stress_test.c
+  LABELS memory concurrency
+  TIMEOUT 120)
+# hipline's suballocator (runtime/memory/suballocator.h): unit tests against
+# a host backend, a randomized run against a reference model, and
+# queue_alloca with HIPLINE_ALLOCATOR=hipline across queues in checked mode.
+hl_add_test(memory_suballoc_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_suballoc_test.c
   LABELS memory concurrency
   TIMEOUT 120)
