@@ -227,9 +227,9 @@ static void test_oom_trims_then_fails_with_sizes(void** state) {
                             "after trim and retry");
   assert_null(ptr);
   assert_null(c);
-  HL_ASSERT_STATUS(hl_suballocator_alloc(f.sa, 0, f.stream, 0, NULL, 0, &ptr,
-                                         &c),
-                   INVALID_ARGUMENT);
+  HL_ASSERT_STATUS(
+      hl_suballocator_alloc(f.sa, 0, f.stream, 0, NULL, 0, &ptr, &c),
+      INVALID_ARGUMENT);
   HL_ASSERT_STATUS(hl_suballocator_alloc(f.sa, ((uint64_t)1 << 48) + 1,
                                          f.stream, 0, NULL, 0, &ptr, &c),
                    INVALID_ARGUMENT);
@@ -308,10 +308,11 @@ static void test_randomized_against_model(void** state) {
         uint64_t reached = 0;
         HL_ASSERT_OK(hl_semaphore_query(f.timelines[frees[i].queue], &reached));
         if (frees[i].queue != q && reached < frees[i].value) {
-          fail_msg("step %d: queue %u got memory queue %u freed at %llu, "
-                   "reached only %llu",
-                   step, q, frees[i].queue, (unsigned long long)frees[i].value,
-                   (unsigned long long)reached);
+          fail_msg(
+              "step %d: queue %u got memory queue %u freed at %llu, "
+              "reached only %llu",
+              step, q, frees[i].queue, (unsigned long long)frees[i].value,
+              (unsigned long long)reached);
         }
         frees[i] = frees[--free_count];  // Superseded by the new owner.
       }
@@ -351,14 +352,14 @@ static void test_randomized_against_model(void** state) {
   }
   HL_ASSERT_OK(hl_suballocator_verify(f.sa));
   hl_suballocator_stats_t s = sa_stats(&f);
-  print_message("random: %llu slab allocs, %llu reuses (%llu cross-queue), "
-                "%llu skips, peak %llu slab bytes for %llu used\n",
-                (unsigned long long)s.slab_allocs,
-                (unsigned long long)s.block_reuses,
-                (unsigned long long)s.cross_queue_reuses,
-                (unsigned long long)s.pending_skips,
-                (unsigned long long)s.slab_bytes_peak,
-                (unsigned long long)s.used_bytes_peak);
+  print_message(
+      "random: %llu slab allocs, %llu reuses (%llu cross-queue), "
+      "%llu skips, peak %llu slab bytes for %llu used\n",
+      (unsigned long long)s.slab_allocs, (unsigned long long)s.block_reuses,
+      (unsigned long long)s.cross_queue_reuses,
+      (unsigned long long)s.pending_skips,
+      (unsigned long long)s.slab_bytes_peak,
+      (unsigned long long)s.used_bytes_peak);
   assert_true(s.block_reuses > s.slab_allocs);
   assert_true(s.cross_queue_reuses > 0);
   assert_true(s.pending_skips > 0);
@@ -418,8 +419,8 @@ static void test_fill_verify_across_queues_checked(void** state) {
       // fourth step (cross-queue use before the free).
       hl_queue_t* user = (i % 4 == 3) ? q[1 - k] : q[k];
       uint32_t pattern = (uint32_t)(i * 2 + (uint64_t)k) * 2654435761u + 1;
-      hl_buffer_t* b = mem_alloca(q[k], v[k] ? s[k] : NULL, v[k], s[k],
-                                  v[k] + 1, size);
+      hl_buffer_t* b =
+          mem_alloca(q[k], v[k] ? s[k] : NULL, v[k], s[k], v[k] + 1, size);
       hl_fence_t* w = hl_test_fence(s[k], v[k] + 1);
       hl_fence_t* sig = hl_test_fence(s[k], v[k] + 2);
       HL_ASSERT_OK(hl_queue_fill(q[k], w, sig, b, 0, size, pattern));
@@ -456,13 +457,14 @@ static void test_fill_verify_across_queues_checked(void** state) {
     }
   }
   hl_memory_stats_t st = hl_test_memory_stats(d);
-  print_message("fill/verify: %llu slabs (%llu allocs), %llu reuses, "
-                "%llu cross-queue, reserved peak %llu\n",
-                (unsigned long long)st.pool_slabs,
-                (unsigned long long)st.pool_slab_allocs,
-                (unsigned long long)st.pool_block_reuses,
-                (unsigned long long)st.pool_cross_queue_reuses,
-                (unsigned long long)st.bytes_reserved_peak);
+  print_message(
+      "fill/verify: %llu slabs (%llu allocs), %llu reuses, "
+      "%llu cross-queue, reserved peak %llu\n",
+      (unsigned long long)st.pool_slabs,
+      (unsigned long long)st.pool_slab_allocs,
+      (unsigned long long)st.pool_block_reuses,
+      (unsigned long long)st.pool_cross_queue_reuses,
+      (unsigned long long)st.bytes_reserved_peak);
   assert_int_equal(st.use_after_free, 0);
   assert_int_equal(st.bytes_in_use, 0);
   assert_int_equal(st.pool_used_bytes, 0);

@@ -47,8 +47,8 @@ static hl_status_t hl_alloca_allocate(void* user) {
         st,
         "queue_alloca of %llu bytes on queue %u: out of memory after trim "
         "and retry (pool used %llu, reserved %llu bytes)",
-        (unsigned long long)root->size, op->queue_id,
-        (unsigned long long)used, (unsigned long long)reserved);
+        (unsigned long long)root->size, op->queue_id, (unsigned long long)used,
+        (unsigned long long)reserved);
   }
   if (st) {
     atomic_store(&root->state, HL_ROOT_FAILED);

@@ -73,8 +73,8 @@ hl_status_t hl_memory_pool_alloc(hl_root_t* root, hl_backend_stream_t* stream,
     return hl_suballocator_alloc(sa, root->size, stream, queue_id, timeline,
                                  value, out_ptr, &root->suballocation);
   }
-  hl_status_t st =
-      backend->vtable->malloc_async(backend, (size_t)root->size, stream, out_ptr);
+  hl_status_t st = backend->vtable->malloc_async(backend, (size_t)root->size,
+                                                 stream, out_ptr);
   if (st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) {
     hl_status_free(st);
     hl_status_ignore(backend->vtable->pool_trim(backend, 0));
@@ -129,9 +129,9 @@ hl_status_t hl_memory_pool_fill_stats(hl_device_t* device,
   // What hipline holds is its slabs plus what the driver caches beyond
   // them (slabs given back and not yet trimmed); the driver's own rounding
   // of a slab is not hipline's to count.
-  uint64_t cached =
-      pool.reserved_bytes > pool.used_bytes ? pool.reserved_bytes - pool.used_bytes
-                                            : 0;
+  uint64_t cached = pool.reserved_bytes > pool.used_bytes
+                        ? pool.reserved_bytes - pool.used_bytes
+                        : 0;
   out->bytes_reserved = s.slab_bytes + cached;
   out->bytes_reserved_peak = s.slab_bytes_peak > out->bytes_reserved
                                  ? s.slab_bytes_peak

@@ -167,8 +167,7 @@ static bool hl_sa_register_timeline(hl_suballocator_t* sa, uint32_t queue_id,
   if (queue_id >= sa->timeline_capacity) {
     uint32_t capacity = sa->timeline_capacity ? sa->timeline_capacity : 8;
     while (capacity <= queue_id) capacity *= 2;
-    hl_semaphore_t** table =
-        realloc(sa->timelines, capacity * sizeof(*table));
+    hl_semaphore_t** table = realloc(sa->timelines, capacity * sizeof(*table));
     if (!table) return false;
     memset(table + sa->timeline_capacity, 0,
            (capacity - sa->timeline_capacity) * sizeof(*table));
@@ -319,8 +318,9 @@ static void hl_sa_take(hl_suballocator_t* sa, hl_suballocation_t* b,
 }
 
 // The best usable free block of at least |size| in |pool| for |queue_id|.
-static hl_suballocation_t* hl_sa_find(hl_suballocator_t* sa, uint32_t pool_index,
-                                      uint64_t size, uint32_t queue_id) {
+static hl_suballocation_t* hl_sa_find(hl_suballocator_t* sa,
+                                      uint32_t pool_index, uint64_t size,
+                                      uint32_t queue_id) {
   hl_sa_pool_t* pool = &sa->pools[pool_index];
   int scanned = 0;
   for (uint32_t bin = hl_sa_next_bin(pool, hl_sa_bin(size)); bin < HL_SA_BINS;
@@ -452,8 +452,7 @@ static uint64_t hl_sa_trim_locked(hl_suballocator_t* sa, uint64_t keep,
                                   uint32_t queue_id) {
   uint64_t released = 0;
   hl_backend_stream_t* own = NULL;
-  for (hl_sa_slab_t* slab = sa->slabs;
-       slab && sa->stats.slab_bytes > keep;) {
+  for (hl_sa_slab_t* slab = sa->slabs; slab && sa->stats.slab_bytes > keep;) {
     hl_sa_slab_t* next = slab->next;
     hl_sa_coalesce_slab(sa, slab);
     if (hl_sa_slab_empty(slab)) {
@@ -624,8 +623,7 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
       hl_status_free(st);
       hl_sa_trim_locked(sa, 0, stream, queue_id);
       hl_status_ignore(sa->backend->vtable->pool_trim(sa->backend, 0));
-      st = hl_sa_grow(sa, pool, rounded, stream, queue_id, timeline, value,
-                      &b);
+      st = hl_sa_grow(sa, pool, rounded, stream, queue_id, timeline, value, &b);
       if (st) {
         st = hl_status_annotate(
             st,
@@ -674,8 +672,8 @@ void hl_suballocator_free(hl_suballocator_t* sa, hl_suballocation_t* b,
 uint64_t hl_suballocator_trim(hl_suballocator_t* sa, uint64_t min_bytes_to_keep,
                               hl_backend_stream_t* stream, uint32_t queue_id) {
   mtx_lock(&sa->mutex);
-  uint64_t released = hl_sa_trim_locked(sa, min_bytes_to_keep, stream,
-                                        queue_id);
+  uint64_t released =
+      hl_sa_trim_locked(sa, min_bytes_to_keep, stream, queue_id);
   mtx_unlock(&sa->mutex);
   return released;
 }
@@ -762,9 +760,9 @@ hl_status_t hl_suballocator_verify(hl_suballocator_t* sa) {
       }
     }
   }
-  if (!st && (used != sa->stats.used_bytes ||
-              slab_bytes != sa->stats.slab_bytes || slabs != sa->stats.slabs ||
-              binned != free_blocks)) {
+  if (!st &&
+      (used != sa->stats.used_bytes || slab_bytes != sa->stats.slab_bytes ||
+       slabs != sa->stats.slabs || binned != free_blocks)) {
     st = HL_MAKE_STATUS(
         HL_STATUS_INTERNAL,
         "suballocator: counts disagree (used %llu vs %llu, slab bytes %llu "
