@@ -511,6 +511,43 @@ static void test_queue_alloca_oom(void** state) {
   hl_device_release(d);
 }
 
+// With a release threshold, synchronization points give whole free slabs
+// back down to it, so reserved memory follows live memory.
+static void test_release_threshold_at_sync_points(void** state) {
+  (void)state;
+  hl_device_options_t o;
+  hl_device_options_initialize(&o);
+  o.backend = HL_BACKEND_HOST;
+  o.checked = 0;
+  o.pool_mode = HL_POOL_MODE_HIPLINE;
+  o.pool.release_threshold = 0;
+  o.pool_release_threshold_set = true;
+  hl_device_t* d = NULL;
+  HL_ASSERT_OK(hl_device_create(&o, hl_allocator_system(), &d));
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_buffer_t* keep = mem_alloca(q, NULL, 0, NULL, 0, 24 * MIB);
+  hl_buffer_t* b[3];
+  for (int i = 0; i < 3; ++i) b[i] = mem_alloca(q, NULL, 0, NULL, 0, 24 * MIB);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  assert_int_equal(hl_test_memory_stats(d).pool_slabs, 4);
+  for (int i = 0; i < 3; ++i) {
+    mem_dealloca(q, NULL, 0, NULL, 0, b[i]);
+    hl_buffer_release(b[i]);
+  }
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  hl_memory_stats_t st = hl_test_memory_stats(d);
+  assert_int_equal(st.pool_slabs, 1);  // Only the live one stays.
+  assert_int_equal(st.pool_slab_releases, 3);
+  assert_int_equal(st.bytes_reserved, 24 * MIB);
+  assert_int_equal(st.bytes_reserved_peak, 4 * 24 * MIB);
+  mem_dealloca(q, NULL, 0, NULL, 0, keep);
+  hl_buffer_release(keep);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  assert_int_equal(hl_test_memory_stats(d).bytes_reserved, 0);
+  hl_queue_release(q);
+  hl_device_release(d);
+}
+
 // The switch: an option or HIPLINE_ALLOCATOR, strictly parsed.
 static void test_pool_mode_switch(void** state) {
   (void)state;
@@ -564,6 +601,7 @@ int main(void) {
       cmocka_unit_test(test_randomized_against_model),
       cmocka_unit_test(test_fill_verify_across_queues_checked),
       cmocka_unit_test(test_queue_alloca_oom),
+      cmocka_unit_test(test_release_threshold_at_sync_points),
       cmocka_unit_test(test_pool_mode_switch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
