@@ -548,6 +548,48 @@ static void test_release_threshold_at_sync_points(void** state) {
   hl_device_release(d);
 }
 
+// HIPLINE_HOST_MEMORY sets the host device's memory size and so the pool's
+// limit; a bad value fails device creation naming it.
+static void test_host_memory_setting(void** state) {
+  (void)state;
+  hl_device_options_t o;
+  hl_device_options_initialize(&o);
+  o.backend = HL_BACKEND_HOST;
+  hl_device_t* d = NULL;
+  setenv("HIPLINE_HOST_MEMORY", "lots", 1);
+  hl_test_assert_status_has(hl_device_create(&o, hl_allocator_system(), &d),
+                            HL_STATUS_INVALID_ARGUMENT, "HIPLINE_HOST_MEMORY",
+                            "lots");
+  setenv("HIPLINE_HOST_MEMORY", "100", 1);
+  hl_test_assert_status_has(hl_device_create(&o, hl_allocator_system(), &d),
+                            HL_STATUS_INVALID_ARGUMENT, "HIPLINE_HOST_MEMORY",
+                            NULL);
+  // Bigger than this machine: address ranges, committed only when written.
+  setenv("HIPLINE_HOST_MEMORY", "256GiB", 1);
+  o.pool_mode = HL_POOL_MODE_HIPLINE;
+  HL_ASSERT_OK(hl_device_create(&o, hl_allocator_system(), &d));
+  hl_device_properties_t props;
+  HL_ASSERT_OK(hl_device_properties(d, &props));
+  assert_int_equal(props.memory_bytes, (uint64_t)256 << 30);
+  hl_pool_attributes_t attrs;
+  HL_ASSERT_OK(hl_device_pool_attributes(d, &attrs));
+  assert_int_equal(attrs.limit_bytes, (uint64_t)256 << 30);
+  hl_device_release(d);
+  setenv("HIPLINE_HOST_MEMORY", "2MiB", 1);
+  d = hipline_device(0, 0);
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_semaphore_t* s = hl_test_semaphore_create();
+  hl_buffer_t* b = mem_alloca(q, NULL, 0, s, 1, 3 * MIB);
+  hl_test_assert_status_has(hl_semaphore_wait(s, 1, MEM_DEADLINE()),
+                            HL_STATUS_RESOURCE_EXHAUSTED, "3145728", NULL);
+  hl_buffer_release(b);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  hl_semaphore_release(s);
+  hl_queue_release(q);
+  hl_device_release(d);
+  unsetenv("HIPLINE_HOST_MEMORY");
+}
+
 // The switch: an option or HIPLINE_ALLOCATOR, strictly parsed.
 static void test_pool_mode_switch(void** state) {
   (void)state;
@@ -602,6 +644,7 @@ int main(void) {
       cmocka_unit_test(test_fill_verify_across_queues_checked),
       cmocka_unit_test(test_queue_alloca_oom),
       cmocka_unit_test(test_release_threshold_at_sync_points),
+      cmocka_unit_test(test_host_memory_setting),
       cmocka_unit_test(test_pool_mode_switch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -124,7 +124,7 @@ hl_status_t hl_environment_check(void) {
       "HIPLINE_BACKEND", "HIPLINE_ASSUME_NO_ALIAS", "HIPLINE_FALLBACK",
       "HIPLINE_POOL_RELEASE_THRESHOLD", "HIPLINE_CHECKED", "HIPLINE_FAULTS",
       "HIPLINE_TRACE", "HIPLINE_LOG", "HIPLINE_HOST_DEVICES",
-      "HIPLINE_ALLOCATOR",
+      "HIPLINE_ALLOCATOR", "HIPLINE_HOST_MEMORY",
       // Read by the scripts and tools, not the library.
       "HIPLINE_JOBS", "HIPLINE_SKIP_APT", "HIPLINE_JUNIT_DIR",
       "HIPLINE_FUZZ_SECONDS", "HIPLINE_FUZZ_BUILD_DIR", "HIPLINE_TRACE_CONVERT",
@@ -141,6 +141,7 @@ hl_status_t hl_environment_check(void) {
   HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_CHECKED", &flag, &set));
   HL_RETURN_IF_ERROR_PLAIN(
       hl_env_enum("HIPLINE_ALLOCATOR", kPoolModeNames, 2, &index, &set));
+  HL_RETURN_IF_ERROR_PLAIN(hl_env_size("HIPLINE_HOST_MEMORY", &size, &set));
   HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_ASSUME_NO_ALIAS", &flag, &set));
   hl_faults_t faults;
   HL_RETURN_IF_ERROR_PLAIN(hl_faults_from_env(&faults));
