@@ -17,3 +17,10 @@ hl_add_test(memory_fallback_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_fallback_test.c
   LABELS memory concurrency
   TIMEOUT 120)
+# hipline's suballocator (runtime/memory/suballocator.h): unit tests against
+# a host backend, a randomized run against a reference model, and
+# queue_alloca with HIPLINE_ALLOCATOR=hipline across queues in checked mode.
+hl_add_test(memory_suballoc_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_suballoc_test.c
+  LABELS memory concurrency
+  TIMEOUT 120)

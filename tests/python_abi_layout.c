@@ -19,6 +19,7 @@ int main(void) {
   SIZE(hl_device_options_t);
   FIELD(hl_device_options_t, pool);
   FIELD(hl_device_options_t, checked);
+  FIELD(hl_device_options_t, pool_mode);
   SIZE(hl_backend_info_t);
   FIELD(hl_backend_info_t, reason);
   SIZE(hl_device_properties_t);

@@ -195,6 +195,21 @@ typedef struct hl_memory_stats_t {
   // drains: the drain is owed to the next host thread that allocates on the
   // device or releases through the fallback (it drains, then frees).
   uint64_t fallback_device_sync_owed;
+  // hipline's suballocator (HIPLINE_ALLOCATOR=hipline), device-wide; zero
+  // with the driver pool. There bytes_reserved is the slabs' bytes plus what
+  // the driver caches beyond them, and bytes_reserved_peak the slabs' peak.
+  uint64_t pool_slabs;               // Slabs held from the driver.
+  uint64_t pool_slab_bytes;          // Bytes of those slabs.
+  uint64_t pool_used_bytes;          // Handed out (rounded to 256 bytes).
+  uint64_t pool_free_bytes;          // pool_slab_bytes - pool_used_bytes.
+  uint64_t pool_largest_free_block;  // Bytes.
+  // 1 - largest free block / free bytes: 0 when the free space is one block.
+  double pool_fragmentation;
+  uint64_t pool_pending_free_blocks;  // Freed; their free not yet reached.
+  uint64_t pool_slab_allocs;          // Driver allocations (slow path).
+  uint64_t pool_slab_releases;        // Slabs given back to the driver.
+  uint64_t pool_block_reuses;         // Allocas served without the driver.
+  uint64_t pool_cross_queue_reuses;   // Blocks reused by another queue.
 } hl_memory_stats_t;
 
 // Device-wide statistics.

@@ -87,6 +87,17 @@ typedef struct hl_pool_attributes_t {
   uint64_t limit_bytes;
 } hl_pool_attributes_t;
 
+// Which allocator serves queue_alloca (HIPLINE_ALLOCATOR).
+typedef enum hl_pool_mode_e {
+  HL_POOL_MODE_DEFAULT = 0,  // HIPLINE_ALLOCATOR, else DRIVER.
+  HL_POOL_MODE_DRIVER = 1,   // One backend malloc_async per alloca.
+  HL_POOL_MODE_HIPLINE = 2,  // hipline's timeline-aware suballocator over
+                             // backend slabs (runtime/memory/suballocator.h).
+} hl_pool_mode_t;
+
+// Returns "driver" or "hipline" ("default" for DEFAULT).
+HL_API const char* hl_pool_mode_name(hl_pool_mode_t mode);
+
 typedef struct hl_device_options_t {
   hl_backend_kind_t backend;  // AUTO: see hl_backend_resolve.
   int ordinal;                // Device index within the backend.
@@ -98,6 +109,8 @@ typedef struct hl_device_options_t {
   bool pool_reuse_flags_set;
   // -1: HIPLINE_CHECKED decides (default off); 0 or 1 forces it.
   int checked;
+  // DEFAULT: HIPLINE_ALLOCATOR decides.
+  hl_pool_mode_t pool_mode;
 } hl_device_options_t;
 
 // Fills |out_options| with defaults (everything from the environment).
@@ -138,6 +151,8 @@ HL_API hl_status_t hl_device_properties(hl_device_t* device,
 // The effective fallback mode and checked flag of |device|.
 HL_API hl_fallback_mode_t hl_device_fallback_mode(const hl_device_t* device);
 HL_API bool hl_device_checked(const hl_device_t* device);
+// The allocator serving queue_alloca on |device| (never DEFAULT).
+HL_API hl_pool_mode_t hl_device_pool_mode(const hl_device_t* device);
 
 // Pool attributes in force on |device|.
 HL_API hl_status_t hl_device_pool_attributes(hl_device_t* device,

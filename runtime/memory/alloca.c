@@ -15,6 +15,8 @@ typedef struct hl_alloca_op_t {
   hl_op_t base;
   hl_root_t* root;  // Op reference until the submission completes.
   uint32_t queue_id;
+  uint64_t value;            // The alloca's submission on its queue.
+  hl_semaphore_t* timeline;  // The queue's (borrowed while in flight).
   hl_device_t* device;
   hl_backend_stream_t* stream;
   hl_gated_t gate;
@@ -23,6 +25,7 @@ typedef struct hl_alloca_op_t {
 static void hl_alloca_on_submit(hl_op_t* base, hl_queue_t* queue,
                                 uint64_t value) {
   hl_alloca_op_t* op = (hl_alloca_op_t*)base;
+  op->value = value;
   // The alloca counts as the first write: a dealloca waits for it too.
   hl_root_record_use(op->root, queue, value, true);
 }
@@ -32,29 +35,20 @@ static void hl_alloca_on_submit(hl_op_t* base, hl_queue_t* queue,
 static hl_status_t hl_alloca_allocate(void* user) {
   hl_alloca_op_t* op = (hl_alloca_op_t*)user;
   hl_root_t* root = op->root;
-  hl_backend_t* backend = op->device->backend;
   HL_TRACE_ZONE_BEGIN(zone, "hl_queue_alloca.allocate");
   void* ptr = NULL;
-  hl_status_t st = backend->vtable->malloc_async(backend, (size_t)root->size,
-                                                 op->stream, &ptr);
+  hl_status_t st = hl_memory_pool_alloc(root, op->stream, op->queue_id,
+                                        op->timeline, op->value, &ptr);
   if (st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) {
-    hl_status_free(st);
-    hl_status_ignore(backend->vtable->pool_trim(backend, 0));
-    st = backend->vtable->malloc_async(backend, (size_t)root->size, op->stream,
-                                       &ptr);
-    if (st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) {
-      hl_backend_pool_stats_t pool;
-      memset(&pool, 0, sizeof(pool));
-      hl_status_ignore(backend->vtable->pool_stats(backend, &pool));
-      hl_memory_note(op->device, op->queue_id, HL_MEMORY_EVENT_OOM, 0);
-      st = hl_status_annotate(
-          st,
-          "queue_alloca of %llu bytes on queue %u: out of memory after trim "
-          "and retry (pool used %llu, reserved %llu bytes)",
-          (unsigned long long)root->size, op->queue_id,
-          (unsigned long long)pool.used_bytes,
-          (unsigned long long)pool.reserved_bytes);
-    }
+    uint64_t used = 0, reserved = 0;
+    hl_memory_pool_usage(op->device, &used, &reserved);
+    hl_memory_note(op->device, op->queue_id, HL_MEMORY_EVENT_OOM, 0);
+    st = hl_status_annotate(
+        st,
+        "queue_alloca of %llu bytes on queue %u: out of memory after trim "
+        "and retry (pool used %llu, reserved %llu bytes)",
+        (unsigned long long)root->size, op->queue_id, (unsigned long long)used,
+        (unsigned long long)reserved);
   }
   if (st) {
     atomic_store(&root->state, HL_ROOT_FAILED);
@@ -73,6 +67,7 @@ static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   hl_alloca_op_t* op = (hl_alloca_op_t*)base;
   op->device = ctx->device;
   op->stream = ctx->stream;
+  op->timeline = hl_queue_timeline(ctx->queue);
   // On the host backend the pool is used when the stream gets here, like
   // the frees: the pool then sees allocations and frees in execution order,
   // so a block freed on this stream is reused at once no matter how far the
@@ -160,11 +155,21 @@ typedef struct hl_dealloca_op_t {
   atomic_bool settled;  // The cancel check ran (at most once).
   uint32_t queue_id;
   uint64_t value;
+  hl_semaphore_t* timeline;  // The queue's (borrowed while in flight).
   hl_backend_stream_t* stream;
   hl_gated_t gate;
   const char* what;  // "queue_dealloca" or the fallback that scheduled it.
   char who[96];
 } hl_dealloca_op_t;
+
+// Stamps the root with this dealloca's timepoint: the pool lets its own
+// queue reuse the memory at once and other queues once the timepoint is
+// reached.
+static void hl_dealloca_stamp(hl_dealloca_op_t* op) {
+  op->root->free_timeline = op->timeline;
+  op->root->free_queue_id = op->queue_id;
+  op->root->free_value = op->value;
+}
 
 static void hl_dealloca_on_submit(hl_op_t* base, hl_queue_t* queue,
                                   uint64_t value) {
@@ -200,6 +205,7 @@ static hl_status_t hl_dealloca_free_gated(void* user) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)user;
   hl_root_t* root = op->root;
   if (atomic_load(&root->state) != HL_ROOT_LIVE) return NULL;  // Alloca failed.
+  hl_dealloca_stamp(op);
   hl_status_t st = hl_root_free_memory(root, op->stream, op->who);
   if (!st) hl_dealloca_freed(op);
   return st;
@@ -209,6 +215,7 @@ static hl_status_t hl_dealloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
   if (!op->frees) return NULL;  // A barrier: the waits were the point.
   op->stream = ctx->stream;
+  op->timeline = hl_queue_timeline(ctx->queue);
   hl_root_t* root = op->root;
   hl_backend_t* backend = ctx->backend;
   HL_TRACE_INSTANT("dealloca", root->size);
@@ -230,7 +237,10 @@ static hl_status_t hl_dealloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
                           "root %llu is no longer live",
                           (unsigned long long)root->id);
     }
-    if (!st) st = hl_root_return_memory(root, ctx->stream);
+    if (!st) {
+      hl_dealloca_stamp(op);
+      st = hl_root_return_memory(root, ctx->stream);
+    }
     if (!st) hl_dealloca_freed(op);
   }
   if (st) hl_dealloca_settle(op);

@@ -28,6 +28,7 @@ const char* hl_buffer_origin_name(hl_buffer_origin_t origin) {
 
 static void hl_memory_state_destroy(hl_device_t* device) {
   hl_memory_state_t* state = (hl_memory_state_t*)device->memory_state;
+  hl_memory_pool_deinitialize(state);
   mtx_destroy(&state->mutex);
   free(state->per_queue);
   free(state);
@@ -192,11 +193,7 @@ void hl_memory_note(hl_device_t* device, uint32_t queue_id,
 
 static hl_status_t hl_memory_fill_reserved(hl_device_t* device,
                                            hl_memory_stats_t* out) {
-  hl_backend_pool_stats_t pool;
-  HL_RETURN_IF_ERROR_PLAIN(
-      device->backend->vtable->pool_stats(device->backend, &pool));
-  out->bytes_reserved = pool.reserved_bytes;
-  out->bytes_reserved_peak = pool.reserved_high_bytes;
+  HL_RETURN_IF_ERROR_PLAIN(hl_memory_pool_fill_stats(device, out));
   hl_backend_counts_t counts;
   memset(&counts, 0, sizeof(counts));
   device->backend->vtable->live_counts(device->backend, &counts);
@@ -448,6 +445,7 @@ hl_status_t hl_root_return_memory(hl_root_t* root,
   }
   hl_memory_note(root->device, hl_queue_id(root->affinity_queue),
                  HL_MEMORY_EVENT_FREE_BYTES, root->size);
+  if (root->suballocation) return hl_memory_pool_free(root, stream);
   hl_backend_t* backend = root->device->backend;
   return backend->vtable->free_async(backend, ptr, stream);
 }

@@ -4,6 +4,7 @@
 #define HIPLINE_RUNTIME_MEMORY_MEMORY_INTERNAL_H_
 
 #include "hipline/buffer.h"
+#include "runtime/memory/suballocator.h"
 #include "runtime/timeline/timeline_internal.h"
 
 typedef enum hl_root_state_e {
@@ -42,6 +43,13 @@ typedef struct hl_root_t {
   hl_fence_t* use_fence;
   hl_fence_t* mutation_barrier;
   char freed_by[128];  // Who freed the memory (for use-after-free reports).
+  // The suballocator's block (HL_POOL_MODE_HIPLINE), or NULL.
+  hl_suballocation_t* suballocation;
+  // Timepoint of the dealloca that frees the memory, set just before the
+  // free (NULL timeline: every use is complete, as for fallback releases).
+  hl_semaphore_t* free_timeline;
+  uint32_t free_queue_id;
+  uint64_t free_value;
 } hl_root_t;
 
 // A token shared by the views of one import: when the last view holding it
@@ -126,7 +134,29 @@ typedef struct hl_memory_state_t {
   hl_memory_stats_t stats;
   hl_memory_stats_t* per_queue;  // Indexed by queue id.
   uint32_t per_queue_capacity;
+  // hipline's suballocator (HL_POOL_MODE_HIPLINE), created on first use.
+  _Atomic(hl_suballocator_t*) suballocator;
 } hl_memory_state_t;
+
+// The pool behind queue_alloca (runtime/memory/pool.c): the driver's pool or
+// hipline's suballocator, as the device's pool mode says.
+// Allocates |root|'s memory for the alloca at |timeline|@|value| of queue
+// |queue_id| on |stream|; trims and retries once when out of memory.
+hl_status_t hl_memory_pool_alloc(hl_root_t* root, hl_backend_stream_t* stream,
+                                 uint32_t queue_id, hl_semaphore_t* timeline,
+                                 uint64_t value, void** out_ptr);
+// Returns |root|'s memory on |stream| at the root's free timepoint.
+hl_status_t hl_memory_pool_free(hl_root_t* root, hl_backend_stream_t* stream);
+// Bytes in use and reserved by the pool of |device| (for messages).
+void hl_memory_pool_usage(hl_device_t* device, uint64_t* out_used,
+                          uint64_t* out_reserved);
+// Fills the reserved bytes and the suballocator fields of |out|.
+hl_status_t hl_memory_pool_fill_stats(hl_device_t* device,
+                                      hl_memory_stats_t* out);
+// Destroys the suballocator of |state| (device teardown).
+void hl_memory_pool_deinitialize(hl_memory_state_t* state);
+// The suballocator of |device| (NULL in driver mode or on failure).
+hl_suballocator_t* hl_memory_pool_suballocator(hl_device_t* device);
 
 hl_status_t hl_memory_state(hl_device_t* device, hl_memory_state_t** out_state);
 

@@ -18,6 +18,19 @@ static const char* const kFallbackNames[] = {"ordered", "frontier",
                                              "device-sync"};
 static const hl_fallback_mode_t kFallbackModes[] = {
     HL_FALLBACK_ORDERED, HL_FALLBACK_FRONTIER, HL_FALLBACK_DEVICE_SYNC};
+static const char* const kPoolModeNames[] = {"driver", "hipline"};
+
+const char* hl_pool_mode_name(hl_pool_mode_t mode) {
+  switch (mode) {
+    case HL_POOL_MODE_DEFAULT:
+      return "default";
+    case HL_POOL_MODE_DRIVER:
+      return "driver";
+    case HL_POOL_MODE_HIPLINE:
+      return "hipline";
+  }
+  return "unknown";
+}
 
 const char* hl_backend_kind_name(hl_backend_kind_t kind) {
   return (unsigned)kind < 3 ? kBackendNames[kind] : "unknown";
@@ -117,6 +130,7 @@ hl_status_t hl_environment_check(void) {
       "HIPLINE_POOL_RELEASE_THRESHOLD", "HIPLINE_CHECKED", "HIPLINE_FAULTS",
       "HIPLINE_TRACE", "HIPLINE_LOG", "HIPLINE_HOST_DEVICES",
       "HIPLINE_ELIDE_FILLS",
+      "HIPLINE_ALLOCATOR", "HIPLINE_HOST_MEMORY",
       // Read by the scripts and tools, not the library.
       "HIPLINE_JOBS", "HIPLINE_SKIP_APT", "HIPLINE_JUNIT_DIR",
       "HIPLINE_FUZZ_SECONDS", "HIPLINE_FUZZ_BUILD_DIR", "HIPLINE_TRACE_CONVERT",
@@ -131,6 +145,9 @@ hl_status_t hl_environment_check(void) {
   HL_RETURN_IF_ERROR_PLAIN(
       hl_env_size("HIPLINE_POOL_RELEASE_THRESHOLD", &size, &set));
   HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_CHECKED", &flag, &set));
+  HL_RETURN_IF_ERROR_PLAIN(
+      hl_env_enum("HIPLINE_ALLOCATOR", kPoolModeNames, 2, &index, &set));
+  HL_RETURN_IF_ERROR_PLAIN(hl_env_size("HIPLINE_HOST_MEMORY", &size, &set));
   HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_ASSUME_NO_ALIAS", &flag, &set));
   HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_ELIDE_FILLS", &flag, &set));
   hl_faults_t faults;
@@ -305,6 +322,11 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
                           "ordered|frontier|device-sync",
                           (int)options->fallback);
   }
+  if ((unsigned)options->pool_mode > HL_POOL_MODE_HIPLINE) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "unknown pool mode %d; accepted: driver|hipline",
+                          (int)options->pool_mode);
+  }
   if (options->checked < -1 || options->checked > 1) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "options.checked must be -1, 0 or 1, got %d",
@@ -359,6 +381,14 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
     bool set = false;
     st = hl_env_enum("HIPLINE_FALLBACK", kFallbackNames, 3, &index, &set);
     device->fallback = set ? kFallbackModes[index] : HL_FALLBACK_ORDERED;
+  }
+  device->pool_mode = options->pool_mode;
+  if (!st && device->pool_mode == HL_POOL_MODE_DEFAULT) {
+    int index = 0;
+    bool set = false;
+    st = hl_env_enum("HIPLINE_ALLOCATOR", kPoolModeNames, 2, &index, &set);
+    device->pool_mode =
+        (set && index == 1) ? HL_POOL_MODE_HIPLINE : HL_POOL_MODE_DRIVER;
   }
   device->checked = options->checked == 1;
   if (!st && options->checked == -1) {
@@ -527,6 +557,10 @@ bool hl_device_checked(const hl_device_t* device) {
   return device && device->checked;
 }
 
+hl_pool_mode_t hl_device_pool_mode(const hl_device_t* device) {
+  return device ? device->pool_mode : HL_POOL_MODE_DEFAULT;
+}
+
 hl_status_t hl_device_pool_attributes(hl_device_t* device,
                                       hl_pool_attributes_t* out_attrs) {
   if (!device || !out_attrs) {
@@ -543,6 +577,8 @@ hl_status_t hl_device_trim(hl_device_t* device, uint64_t min_bytes_to_keep) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_device_trim: device is NULL");
   }
+  hl_device_memory_trim_fn_t memory_trim = atomic_load(&device->memory_trim);
+  if (memory_trim) memory_trim(device, min_bytes_to_keep);
   // Idle pooled events go too; they are destroyed after unlocking.
   hl_timeline_lock();
   hl_backend_event_t** events = device->free_events;
@@ -585,6 +621,8 @@ void hl_device_apply_release_threshold(hl_device_t* device) {
   hl_backend_t* backend = device->backend;
   hl_status_t st = backend->vtable->pool_get_attributes(backend, &attrs);
   if (!st && attrs.release_threshold != UINT64_MAX) {
+    hl_device_memory_trim_fn_t memory_trim = atomic_load(&device->memory_trim);
+    if (memory_trim) memory_trim(device, attrs.release_threshold);
     st = backend->vtable->pool_trim(backend, attrs.release_threshold);
   }
   hl_status_ignore(st);  // Trimming is an optimisation; memory stays valid.

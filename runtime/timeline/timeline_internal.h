@@ -42,6 +42,8 @@ typedef struct hl_work_t {
 //===----------------------------------------------------------------------===//
 
 typedef struct hl_device_memory_stats_t hl_device_memory_stats_t;
+typedef void (*hl_device_memory_trim_fn_t)(hl_device_t* device,
+                                           uint64_t min_bytes_to_keep);
 
 struct hl_device_t {
   atomic_int ref_count;
@@ -50,6 +52,7 @@ struct hl_device_t {
   hl_device_properties_t props;
   hl_fallback_mode_t fallback;
   bool checked;
+  hl_pool_mode_t pool_mode;
 
   // Queues of this device (not retained; a queue removes itself when it is
   // destroyed). Guarded by the scheduler lock.
@@ -76,6 +79,9 @@ struct hl_device_t {
   // Per-layer extension state, owned by the memory and invocation layers.
   _Atomic(void*) memory_state;
   void (*memory_state_destroy)(hl_device_t* device);
+  // Set by the memory layer when it holds memory of its own (the
+  // suballocator): trim and synchronization points call it first.
+  _Atomic(hl_device_memory_trim_fn_t) memory_trim;
   _Atomic(void*) invocation_state;
   void (*invocation_state_destroy)(hl_device_t* device);
   // Set by the executable layer when it loads a module for this device; runs

@@ -69,6 +69,21 @@ hl_status_t hl_host_backend_device_properties(int ordinal,
   snprintf(out->name, sizeof(out->name), "hipline host device %d", ordinal);
   snprintf(out->target, sizeof(out->target), "host");
   out->memory_bytes = hl_host_memory_bytes();
+  // HIPLINE_HOST_MEMORY sets the device's memory size (the pool's limit), so
+  // a trace recorded on a bigger GPU replays here: the pool hands out
+  // address ranges, and pages nobody writes are never committed.
+  uint64_t memory = 0;
+  bool set = false;
+  HL_RETURN_IF_ERROR_PLAIN(hl_env_size("HIPLINE_HOST_MEMORY", &memory, &set));
+  if (set) {
+    if (memory < 4096 || memory > ((uint64_t)1 << 48)) {
+      return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                            "HIPLINE_HOST_MEMORY=%llu is not valid; accepted "
+                            "values: a byte size in [4096, 2^48]",
+                            (unsigned long long)memory);
+    }
+    out->memory_bytes = memory;
+  }
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   out->compute_units = cpus > 0 ? (int)cpus : 1;
   return NULL;

@@ -296,6 +296,17 @@ class MemoryStats:
     fallback_releases_ordered: int
     escaped_roots: int
     fallback_device_sync_owed: int
+    pool_slabs: int
+    pool_slab_bytes: int
+    pool_used_bytes: int
+    pool_free_bytes: int
+    pool_largest_free_block: int
+    pool_fragmentation: float
+    pool_pending_free_blocks: int
+    pool_slab_allocs: int
+    pool_slab_releases: int
+    pool_block_reuses: int
+    pool_cross_queue_reuses: int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,8 +12,8 @@ import ctypes
 import ctypes.util
 import os
 
-from ctypes import (POINTER, Structure, c_bool, c_char, c_char_p, c_int,
-                    c_int64, c_size_t, c_uint32, c_uint64, c_void_p)
+from ctypes import (POINTER, Structure, c_bool, c_char, c_char_p, c_double,
+                    c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p)
 
 SOVERSION = 0
 
@@ -69,7 +69,8 @@ class device_options_t(Structure):
     _fields_ = [("backend", c_int), ("ordinal", c_int), ("fallback", c_int),
                 ("pool", pool_attributes_t),
                 ("pool_release_threshold_set", c_bool),
-                ("pool_reuse_flags_set", c_bool), ("checked", c_int)]
+                ("pool_reuse_flags_set", c_bool), ("checked", c_int),
+                ("pool_mode", c_int)]
 
 
 class backend_info_t(Structure):
@@ -99,7 +100,12 @@ class memory_stats_t(Structure):
         (n, c_int64) for n in ("events_live", "events_pooled", "streams_live")
     ] + [(n, c_uint64) for n in (
         "fallback_releases_ordered", "escaped_roots",
-        "fallback_device_sync_owed")]
+        "fallback_device_sync_owed", "pool_slabs", "pool_slab_bytes",
+        "pool_used_bytes", "pool_free_bytes", "pool_largest_free_block")] + [
+        ("pool_fragmentation", c_double)] + [(n, c_uint64) for n in (
+            "pool_pending_free_blocks", "pool_slab_allocs",
+            "pool_slab_releases", "pool_block_reuses",
+            "pool_cross_queue_reuses")]
 
 
 class invocation_stats_t(Structure):

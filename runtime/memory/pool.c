@@ -1,0 +1,153 @@
+// The pool behind queue_alloca: the driver's stream-ordered pool (one
+// malloc_async per alloca) or hipline's suballocator over driver slabs, as
+// the device's pool mode (HIPLINE_ALLOCATOR) says.
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/base/log.h"
+#include "runtime/memory/memory_internal.h"
+
+static void hl_memory_pool_trim_hook(hl_device_t* device,
+                                     uint64_t min_bytes_to_keep) {
+  hl_memory_state_t* state =
+      (hl_memory_state_t*)atomic_load(&device->memory_state);
+  hl_suballocator_t* sa = state ? atomic_load(&state->suballocator) : NULL;
+  if (sa) {
+    hl_suballocator_trim(sa, min_bytes_to_keep, NULL, HL_SUBALLOC_NO_QUEUE);
+  }
+}
+
+hl_suballocator_t* hl_memory_pool_suballocator(hl_device_t* device) {
+  if (device->pool_mode != HL_POOL_MODE_HIPLINE) return NULL;
+  hl_memory_state_t* state = NULL;
+  hl_status_t st = hl_memory_state(device, &state);
+  if (st) {
+    hl_status_free(st);
+    return NULL;
+  }
+  hl_suballocator_t* sa = atomic_load(&state->suballocator);
+  if (HL_LIKELY(sa)) return sa;
+  mtx_lock(&state->mutex);
+  sa = atomic_load(&state->suballocator);
+  if (!sa) {
+    hl_backend_t* backend = device->backend;
+    hl_pool_attributes_t attrs;
+    st = backend->vtable->pool_get_attributes(backend, &attrs);
+    if (!st) {
+      st = hl_suballocator_create(
+          backend, attrs.release_threshold,
+          device->checked && backend->host_visible_memory, &sa);
+    }
+    if (st) {
+      HL_LOG_ERROR("creating the suballocator: %s", hl_status_message(st));
+      hl_status_free(st);
+      sa = NULL;
+    } else {
+      atomic_store(&state->suballocator, sa);
+      atomic_store(&device->memory_trim, hl_memory_pool_trim_hook);
+    }
+  }
+  mtx_unlock(&state->mutex);
+  return sa;
+}
+
+void hl_memory_pool_deinitialize(hl_memory_state_t* state) {
+  hl_suballocator_t* sa = atomic_exchange(&state->suballocator, NULL);
+  hl_suballocator_destroy(sa);
+}
+
+hl_status_t hl_memory_pool_alloc(hl_root_t* root, hl_backend_stream_t* stream,
+                                 uint32_t queue_id, hl_semaphore_t* timeline,
+                                 uint64_t value, void** out_ptr) {
+  hl_device_t* device = root->device;
+  hl_backend_t* backend = device->backend;
+  *out_ptr = NULL;
+  if (device->pool_mode == HL_POOL_MODE_HIPLINE) {
+    hl_suballocator_t* sa = hl_memory_pool_suballocator(device);
+    if (!sa) {
+      return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                            "the suballocator could not be created");
+    }
+    // Trims and retries once itself when out of memory.
+    return hl_suballocator_alloc(sa, root->size, stream, queue_id, timeline,
+                                 value, out_ptr, &root->suballocation);
+  }
+  hl_status_t st = backend->vtable->malloc_async(backend, (size_t)root->size,
+                                                 stream, out_ptr);
+  if (st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) {
+    hl_status_free(st);
+    hl_status_ignore(backend->vtable->pool_trim(backend, 0));
+    st = backend->vtable->malloc_async(backend, (size_t)root->size, stream,
+                                       out_ptr);
+  }
+  return st;
+}
+
+hl_status_t hl_memory_pool_free(hl_root_t* root, hl_backend_stream_t* stream) {
+  hl_suballocation_t* allocation = root->suballocation;
+  root->suballocation = NULL;
+  hl_memory_state_t* state =
+      (hl_memory_state_t*)atomic_load(&root->device->memory_state);
+  hl_suballocator_t* sa = state ? atomic_load(&state->suballocator) : NULL;
+  if (!sa || !allocation) {
+    return HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                          "root %llu has no suballocation to free",
+                          (unsigned long long)root->id);
+  }
+  hl_suballocator_free(sa, allocation, stream, root->free_queue_id,
+                       root->free_timeline, root->free_value);
+  return NULL;
+}
+
+void hl_memory_pool_usage(hl_device_t* device, uint64_t* out_used,
+                          uint64_t* out_reserved) {
+  hl_memory_stats_t stats;
+  memset(&stats, 0, sizeof(stats));
+  hl_status_ignore(hl_memory_pool_fill_stats(device, &stats));
+  hl_backend_pool_stats_t pool;
+  memset(&pool, 0, sizeof(pool));
+  hl_status_ignore(device->backend->vtable->pool_stats(device->backend, &pool));
+  *out_used = device->pool_mode == HL_POOL_MODE_HIPLINE ? stats.pool_used_bytes
+                                                        : pool.used_bytes;
+  *out_reserved = stats.bytes_reserved;
+}
+
+hl_status_t hl_memory_pool_fill_stats(hl_device_t* device,
+                                      hl_memory_stats_t* out) {
+  hl_backend_pool_stats_t pool;
+  HL_RETURN_IF_ERROR_PLAIN(
+      device->backend->vtable->pool_stats(device->backend, &pool));
+  out->bytes_reserved = pool.reserved_bytes;
+  out->bytes_reserved_peak = pool.reserved_high_bytes;
+  hl_memory_state_t* state =
+      (hl_memory_state_t*)atomic_load(&device->memory_state);
+  hl_suballocator_t* sa = state ? atomic_load(&state->suballocator) : NULL;
+  if (!sa) return NULL;
+  hl_suballocator_stats_t s;
+  hl_suballocator_stats(sa, &s);
+  // What hipline holds is its slabs plus what the driver caches beyond
+  // them (slabs given back and not yet trimmed); the driver's own rounding
+  // of a slab is not hipline's to count.
+  uint64_t cached = pool.reserved_bytes > pool.used_bytes
+                        ? pool.reserved_bytes - pool.used_bytes
+                        : 0;
+  out->bytes_reserved = s.slab_bytes + cached;
+  out->bytes_reserved_peak = s.slab_bytes_peak > out->bytes_reserved
+                                 ? s.slab_bytes_peak
+                                 : out->bytes_reserved;
+  out->pool_slabs = s.slabs;
+  out->pool_slab_bytes = s.slab_bytes;
+  out->pool_used_bytes = s.used_bytes;
+  out->pool_free_bytes = s.free_bytes;
+  out->pool_largest_free_block = s.largest_free_block;
+  out->pool_fragmentation =
+      s.free_bytes ? 1.0 - (double)s.largest_free_block / (double)s.free_bytes
+                   : 0.0;
+  out->pool_pending_free_blocks = s.pending_free_blocks;
+  out->pool_slab_allocs = s.slab_allocs;
+  out->pool_slab_releases = s.slab_releases;
+  out->pool_block_reuses = s.block_reuses;
+  out->pool_cross_queue_reuses = s.cross_queue_reuses;
+  return NULL;
+}

@@ -1,0 +1,778 @@
+// hipline's own pool: a timeline-aware suballocator over backend slabs.
+//
+// Why these choices (PyTorch's caching allocator for comparison):
+// - 256-byte rounding, not 512: HIP's allocation alignment is 256, and on
+//   the traces most requests are small tensors where 512 wastes more.
+// - Small (<= 1 MiB) and large requests live in separate slabs, so
+//   long-lived small tensors seldom pin large slabs. Requests above 20 MiB
+//   get a slab of their own, rounded up to 2 MiB (the
+//   driver's granularity); when they are freed, the slab's free space serves
+//   later large requests by splitting, and coalesces back on free.
+// - Free blocks are binned TLSF-style: 16 bins per power of two (a bin spans
+//   at most 1/16 of its size), one bitmap per pool. A request scans its own
+//   bin for the smallest usable block that fits, then takes the smallest
+//   usable block of the next non-empty bin. That is best fit to within
+//   6.25% with O(1) bin lookup, instead of PyTorch's ordered-set search.
+// - Slabs are 2 MiB (small) and 40 MiB (large; requests up to 20 MiB share
+//   them, the same half-a-slab rule as PyTorch's 10-of-20 MiB), but they
+//   grow geometrically from 8 KiB / 2 MiB with what the pool holds. The
+//   bigger large slab lowers the share of each slab left over at the peak;
+//   the growth keeps small workloads small. A small request takes a free
+//   block of a large slab before asking the driver for a new small slab.
+//   On both shared traces these rules took peak reserved / peak live from
+//   1.06 and 1.09 (PyTorch's constants) to 1.03 and 1.05.
+// - Reuse across queues follows the timeline: a free block carries the
+//   timepoint of its dealloca, and another queue may take it only once that
+//   timepoint is reached (a non-blocking atomic read of the semaphore). We
+//   never insert waits into the other queue: on the host backend the alloca
+//   runs on the stream itself, where a wait would block the stream thread,
+//   and on HIP it would serialise unrelated queues; growing instead costs at
+//   most one slab per queue, and the block becomes reusable by everyone as
+//   soon as the timeline moves on.
+// - Whole free slabs go back at synchronization points when the slabs held
+//   exceed the pool's release threshold, on trim, on out of memory, and
+//   before the pool grows (an empty slab that could not serve the request
+//   is idle memory). A free never releases its slab at once: alloc/free
+//   loops would otherwise call the driver every time.
+
+#include "runtime/memory/suballocator.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <threads.h>
+
+#include "runtime/base/log.h"
+#include "runtime/base/trace.h"
+#include "runtime/timeline/timeline_internal.h"
+
+#define HL_SA_ALIGNMENT ((uint64_t)256)
+#define HL_SA_SMALL_MAX ((uint64_t)1 << 20)
+#define HL_SA_SMALL_SLAB ((uint64_t)2 << 20)
+#define HL_SA_SMALL_MIN_SLAB ((uint64_t)8 << 10)
+#define HL_SA_LARGE_MAX ((uint64_t)20 << 20)
+#define HL_SA_LARGE_SLAB ((uint64_t)40 << 20)
+#define HL_SA_SLAB_ROUNDING ((uint64_t)2 << 20)
+#define HL_SA_MAX_SIZE ((uint64_t)1 << 48)
+#define HL_SA_BINS 640u
+#define HL_SA_BITMAP_WORDS (HL_SA_BINS / 64u)
+// Blocks examined per request before growing instead.
+#define HL_SA_SCAN_LIMIT 512
+
+typedef struct hl_sa_slab_t hl_sa_slab_t;
+
+struct hl_suballocation_t {
+  hl_suballocation_t* prev;  // Address-ordered neighbours within the slab.
+  hl_suballocation_t* next;
+  hl_suballocation_t* free_prev;  // Bin list (free blocks only).
+  hl_suballocation_t* free_next;
+  hl_sa_slab_t* slab;
+  uint64_t offset;
+  uint64_t size;
+  uint64_t free_value;  // Timepoint of the free on |free_queue|.
+  uint32_t free_queue;  // HL_SUBALLOC_NO_QUEUE: reusable by every queue.
+  uint32_t freed_by;    // Queue of the last free (statistics).
+  uint32_t bin;
+  bool free;
+};
+
+struct hl_sa_slab_t {
+  hl_sa_slab_t* prev;
+  hl_sa_slab_t* next;
+  char* base;
+  uint64_t size;
+  uint32_t pool;  // 0: small, 1: large.
+  hl_suballocation_t* first;
+};
+
+typedef struct hl_sa_pool_t {
+  hl_suballocation_t* bins[HL_SA_BINS];
+  uint64_t bitmap[HL_SA_BITMAP_WORDS];
+} hl_sa_pool_t;
+
+struct hl_suballocator_t {
+  mtx_t mutex;
+  hl_backend_t* backend;
+  uint64_t release_threshold;
+  bool poison;
+  hl_sa_pool_t pools[2];
+  hl_sa_slab_t* slabs;
+  uint64_t pool_bytes[2];  // Slab bytes per pool.
+  // Timelines of the queues that freed blocks, by queue id (retained until
+  // destroy, so a block's timepoint stays readable after its queue is gone).
+  hl_semaphore_t** timelines;
+  uint32_t timeline_capacity;
+  hl_suballocation_t* spare;  // Recycled block records.
+  hl_suballocator_stats_t stats;
+};
+
+//===----------------------------------------------------------------------===//
+// Bins
+//===----------------------------------------------------------------------===//
+
+static uint32_t hl_sa_bin(uint64_t size) {
+  uint64_t units = size / HL_SA_ALIGNMENT;
+  if (units < 16) return (uint32_t)units;
+  unsigned fl = 63u - (unsigned)__builtin_clzll(units);  // >= 4.
+  uint32_t sl = (uint32_t)(units >> (fl - 4)) & 15u;
+  uint32_t bin = 16u + (fl - 4u) * 16u + sl;
+  return bin < HL_SA_BINS ? bin : HL_SA_BINS - 1;
+}
+
+static void hl_sa_bin_insert(hl_suballocator_t* sa, hl_suballocation_t* b) {
+  hl_sa_pool_t* pool = &sa->pools[b->slab->pool];
+  uint32_t bin = hl_sa_bin(b->size);
+  b->bin = bin;
+  b->free_prev = NULL;
+  b->free_next = pool->bins[bin];
+  if (b->free_next) b->free_next->free_prev = b;
+  pool->bins[bin] = b;
+  pool->bitmap[bin / 64] |= (uint64_t)1 << (bin % 64);
+}
+
+static void hl_sa_bin_remove(hl_suballocator_t* sa, hl_suballocation_t* b) {
+  hl_sa_pool_t* pool = &sa->pools[b->slab->pool];
+  if (b->free_prev) {
+    b->free_prev->free_next = b->free_next;
+  } else {
+    pool->bins[b->bin] = b->free_next;
+  }
+  if (b->free_next) b->free_next->free_prev = b->free_prev;
+  b->free_prev = b->free_next = NULL;
+  if (!pool->bins[b->bin]) {
+    pool->bitmap[b->bin / 64] &= ~((uint64_t)1 << (b->bin % 64));
+  }
+}
+
+// First non-empty bin >= |bin|, or HL_SA_BINS.
+static uint32_t hl_sa_next_bin(const hl_sa_pool_t* pool, uint32_t bin) {
+  uint32_t word = bin / 64;
+  if (word >= HL_SA_BITMAP_WORDS) return HL_SA_BINS;
+  uint64_t bits = pool->bitmap[word] & (~(uint64_t)0 << (bin % 64));
+  while (!bits) {
+    if (++word == HL_SA_BITMAP_WORDS) return HL_SA_BINS;
+    bits = pool->bitmap[word];
+  }
+  return word * 64 + (uint32_t)__builtin_ctzll(bits);
+}
+
+//===----------------------------------------------------------------------===//
+// Timepoints
+//===----------------------------------------------------------------------===//
+
+// Remembers |timeline| as queue |queue_id|'s; false when it cannot (the
+// block's timepoint then never counts as reached: reuse stays same-queue).
+static bool hl_sa_register_timeline(hl_suballocator_t* sa, uint32_t queue_id,
+                                    hl_semaphore_t* timeline) {
+  if (queue_id >= sa->timeline_capacity) {
+    uint32_t capacity = sa->timeline_capacity ? sa->timeline_capacity : 8;
+    while (capacity <= queue_id) capacity *= 2;
+    hl_semaphore_t** table = realloc(sa->timelines, capacity * sizeof(*table));
+    if (!table) return false;
+    memset(table + sa->timeline_capacity, 0,
+           (capacity - sa->timeline_capacity) * sizeof(*table));
+    sa->timelines = table;
+    sa->timeline_capacity = capacity;
+  }
+  if (!sa->timelines[queue_id]) {
+    hl_semaphore_retain(timeline);
+    sa->timelines[queue_id] = timeline;
+  }
+  return sa->timelines[queue_id] == timeline;
+}
+
+// Clears |b|'s timepoint when its queue's timeline has reached it.
+static void hl_sa_refresh(hl_suballocator_t* sa, hl_suballocation_t* b) {
+  uint32_t q = b->free_queue;
+  if (q == HL_SUBALLOC_NO_QUEUE || q >= sa->timeline_capacity) return;
+  hl_semaphore_t* timeline = sa->timelines[q];
+  if (!timeline || hl_semaphore_failure(timeline)) return;
+  if (hl_semaphore_value(timeline) >= b->free_value) {
+    b->free_queue = HL_SUBALLOC_NO_QUEUE;
+  }
+}
+
+static bool hl_sa_usable(hl_suballocator_t* sa, hl_suballocation_t* b,
+                         uint32_t queue_id) {
+  if (b->free_queue == HL_SUBALLOC_NO_QUEUE || b->free_queue == queue_id) {
+    return true;
+  }
+  hl_sa_refresh(sa, b);
+  return b->free_queue == HL_SUBALLOC_NO_QUEUE;
+}
+
+// Whether free neighbours |a| and |b| may merge: the merged block must be
+// described by one timepoint.
+static bool hl_sa_compatible(hl_suballocator_t* sa, hl_suballocation_t* a,
+                             hl_suballocation_t* b) {
+  hl_sa_refresh(sa, a);
+  hl_sa_refresh(sa, b);
+  return a->free_queue == HL_SUBALLOC_NO_QUEUE ||
+         b->free_queue == HL_SUBALLOC_NO_QUEUE ||
+         a->free_queue == b->free_queue;
+}
+
+//===----------------------------------------------------------------------===//
+// Blocks and slabs
+//===----------------------------------------------------------------------===//
+
+static hl_suballocation_t* hl_sa_block_new(hl_suballocator_t* sa) {
+  hl_suballocation_t* b = sa->spare;
+  if (b) {
+    sa->spare = b->next;
+  } else {
+    b = malloc(sizeof(*b));
+    if (!b) return NULL;
+  }
+  memset(b, 0, sizeof(*b));
+  b->free_queue = HL_SUBALLOC_NO_QUEUE;
+  b->freed_by = HL_SUBALLOC_NO_QUEUE;
+  return b;
+}
+
+static void hl_sa_block_recycle(hl_suballocator_t* sa, hl_suballocation_t* b) {
+  b->next = sa->spare;
+  sa->spare = b;
+}
+
+// Merges free |b| into free |a| (its left neighbour); |b| is not binned.
+static void hl_sa_merge_into(hl_suballocator_t* sa, hl_suballocation_t* a,
+                             hl_suballocation_t* b) {
+  if (a->free_queue == HL_SUBALLOC_NO_QUEUE) {
+    a->free_queue = b->free_queue;
+    a->free_value = b->free_value;
+  } else if (b->free_queue == a->free_queue && b->free_value > a->free_value) {
+    a->free_value = b->free_value;
+  }
+  a->size += b->size;
+  a->next = b->next;
+  if (b->next) b->next->prev = a;
+  hl_sa_block_recycle(sa, b);
+}
+
+// Coalesces free |b| (not binned) with compatible free neighbours and bins
+// the result.
+static void hl_sa_coalesce_and_bin(hl_suballocator_t* sa,
+                                   hl_suballocation_t* b) {
+  hl_suballocation_t* next = b->next;
+  if (next && next->free && hl_sa_compatible(sa, b, next)) {
+    hl_sa_bin_remove(sa, next);
+    hl_sa_merge_into(sa, b, next);
+  }
+  hl_suballocation_t* prev = b->prev;
+  if (prev && prev->free && hl_sa_compatible(sa, prev, b)) {
+    hl_sa_bin_remove(sa, prev);
+    hl_sa_merge_into(sa, prev, b);
+    b = prev;
+  }
+  hl_sa_bin_insert(sa, b);
+}
+
+// Merges neighbours whose timepoints have been reached since they were
+// freed. Returns true when anything merged.
+static bool hl_sa_coalesce_slab(hl_suballocator_t* sa, hl_sa_slab_t* slab) {
+  bool merged = false;
+  for (hl_suballocation_t* b = slab->first; b && b->next;) {
+    hl_suballocation_t* next = b->next;
+    if (b->free && next->free && hl_sa_compatible(sa, b, next)) {
+      hl_sa_bin_remove(sa, b);
+      hl_sa_bin_remove(sa, next);
+      hl_sa_merge_into(sa, b, next);
+      hl_sa_bin_insert(sa, b);
+      merged = true;
+    } else {
+      b = next;
+    }
+  }
+  return merged;
+}
+
+// Marks |b| (binned, free, at least |size|) allocated, splitting off the
+// rest as a free block with the same timepoint.
+static void hl_sa_take(hl_suballocator_t* sa, hl_suballocation_t* b,
+                       uint64_t size, hl_suballocation_t* spare) {
+  hl_sa_bin_remove(sa, b);
+  if (b->size > size && spare) {
+    hl_suballocation_t* rest = spare;
+    rest->slab = b->slab;
+    rest->offset = b->offset + size;
+    rest->size = b->size - size;
+    rest->free = true;
+    rest->free_queue = b->free_queue;
+    rest->free_value = b->free_value;
+    rest->freed_by = b->freed_by;
+    rest->prev = b;
+    rest->next = b->next;
+    if (b->next) b->next->prev = rest;
+    b->next = rest;
+    b->size = size;
+    hl_sa_bin_insert(sa, rest);
+  } else if (spare) {
+    hl_sa_block_recycle(sa, spare);
+  }
+  b->free = false;
+  sa->stats.used_bytes += b->size;
+  if (sa->stats.used_bytes > sa->stats.used_bytes_peak) {
+    sa->stats.used_bytes_peak = sa->stats.used_bytes;
+  }
+}
+
+// The best usable free block of at least |size| in |pool| for |queue_id|.
+static hl_suballocation_t* hl_sa_find(hl_suballocator_t* sa,
+                                      uint32_t pool_index, uint64_t size,
+                                      uint32_t queue_id) {
+  hl_sa_pool_t* pool = &sa->pools[pool_index];
+  int scanned = 0;
+  for (uint32_t bin = hl_sa_next_bin(pool, hl_sa_bin(size)); bin < HL_SA_BINS;
+       bin = hl_sa_next_bin(pool, bin + 1)) {
+    hl_suballocation_t* best = NULL;
+    for (hl_suballocation_t* b = pool->bins[bin]; b; b = b->free_next) {
+      if (++scanned > HL_SA_SCAN_LIMIT) return best;
+      if (b->size < size || (best && b->size >= best->size)) continue;
+      if (!hl_sa_usable(sa, b, queue_id)) {
+        ++sa->stats.pending_skips;
+        continue;
+      }
+      best = b;
+      if (b->size == size) break;
+    }
+    if (best) return best;
+  }
+  return NULL;
+}
+
+static uint64_t hl_sa_pow2_ceil(uint64_t v) {
+  return v <= 1 ? 1 : (uint64_t)1 << (64 - __builtin_clzll(v - 1));
+}
+
+// Slabs grow geometrically with what the pool already holds (a quarter of
+// it, as a power of two) up to 2 MiB (small) or 40 MiB (large), so a small
+// workload does not reserve a 20 MiB slab for a 2 MiB tensor, and a large
+// one soon gets full-size slabs.
+static uint64_t hl_sa_slab_size(const hl_suballocator_t* sa, uint32_t pool,
+                                uint64_t size) {
+  uint64_t round = HL_SA_SLAB_ROUNDING;
+  if (pool == 1 && size > HL_SA_LARGE_MAX) {
+    return (size + round - 1) & ~(round - 1);
+  }
+  uint64_t min = pool ? HL_SA_SLAB_ROUNDING : HL_SA_SMALL_MIN_SLAB;
+  uint64_t max = pool ? HL_SA_LARGE_SLAB : HL_SA_SMALL_SLAB;
+  uint64_t target = hl_sa_pow2_ceil(sa->pool_bytes[pool] / 4);
+  target = target < min ? min : target > max ? max : target;
+  uint64_t need = pool ? size : hl_sa_pow2_ceil(size);
+  uint64_t slab = need > target ? need : target;
+  if (pool) slab = (slab + round - 1) & ~(round - 1);
+  return slab;
+}
+
+// Gets a new slab for |size| from the backend on |stream|; its free tail
+// carries the alloca's timepoint (the driver made it valid for |stream|).
+static hl_status_t hl_sa_grow(hl_suballocator_t* sa, uint32_t pool,
+                              uint64_t slab_size, hl_backend_stream_t* stream,
+                              uint32_t queue_id, hl_semaphore_t* timeline,
+                              uint64_t value, hl_suballocation_t** out_block) {
+  hl_sa_slab_t* slab = calloc(1, sizeof(*slab));
+  hl_suballocation_t* b = slab ? hl_sa_block_new(sa) : NULL;
+  if (!b) {
+    free(slab);
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "allocating suballocator metadata");
+  }
+  void* ptr = NULL;
+  hl_status_t st = sa->backend->vtable->malloc_async(
+      sa->backend, (size_t)slab_size, stream, &ptr);
+  if (st) {
+    hl_sa_block_recycle(sa, b);
+    free(slab);
+    return hl_status_annotate(st, "allocating a %llu-byte slab",
+                              (unsigned long long)slab_size);
+  }
+  slab->base = ptr;
+  slab->size = slab_size;
+  slab->pool = pool;
+  slab->first = b;
+  slab->next = sa->slabs;
+  if (sa->slabs) sa->slabs->prev = slab;
+  sa->slabs = slab;
+  b->slab = slab;
+  b->size = slab_size;
+  b->free = true;
+  if (timeline && hl_sa_register_timeline(sa, queue_id, timeline)) {
+    b->free_queue = queue_id;
+    b->free_value = value;
+  } else if (timeline) {
+    b->free_queue = queue_id;
+    b->free_value = UINT64_MAX;  // Cannot be read: same queue only.
+  }
+  hl_sa_bin_insert(sa, b);
+  ++sa->stats.slabs;
+  ++sa->stats.slab_allocs;
+  sa->pool_bytes[pool] += slab_size;
+  sa->stats.slab_bytes += slab_size;
+  if (sa->stats.slab_bytes > sa->stats.slab_bytes_peak) {
+    sa->stats.slab_bytes_peak = sa->stats.slab_bytes;
+  }
+  *out_block = b;
+  return NULL;
+}
+
+// Gives |slab| (one free, binned block) back on |stream|.
+static bool hl_sa_release_slab(hl_suballocator_t* sa, hl_sa_slab_t* slab,
+                               hl_backend_stream_t* stream) {
+  hl_status_t st =
+      sa->backend->vtable->free_async(sa->backend, slab->base, stream);
+  if (st) {
+    HL_LOG_ERROR("suballocator: giving back a %llu-byte slab failed: %s",
+                 (unsigned long long)slab->size, hl_status_message(st));
+    hl_status_free(st);
+    return false;
+  }
+  hl_sa_bin_remove(sa, slab->first);
+  hl_sa_block_recycle(sa, slab->first);
+  if (slab->prev) {
+    slab->prev->next = slab->next;
+  } else {
+    sa->slabs = slab->next;
+  }
+  if (slab->next) slab->next->prev = slab->prev;
+  --sa->stats.slabs;
+  ++sa->stats.slab_releases;
+  sa->pool_bytes[slab->pool] -= slab->size;
+  sa->stats.slab_bytes -= slab->size;
+  free(slab);
+  return true;
+}
+
+static bool hl_sa_slab_empty(const hl_sa_slab_t* slab) {
+  return slab->first->free && !slab->first->next;
+}
+
+static uint64_t hl_sa_trim_locked(hl_suballocator_t* sa, uint64_t keep,
+                                  hl_backend_stream_t* stream,
+                                  uint32_t queue_id) {
+  uint64_t released = 0;
+  hl_backend_stream_t* own = NULL;
+  for (hl_sa_slab_t* slab = sa->slabs; slab && sa->stats.slab_bytes > keep;) {
+    hl_sa_slab_t* next = slab->next;
+    hl_sa_coalesce_slab(sa, slab);
+    if (hl_sa_slab_empty(slab)) {
+      hl_suballocation_t* b = slab->first;
+      hl_sa_refresh(sa, b);
+      hl_backend_stream_t* on = NULL;
+      // Frees on backends with host-visible memory ran in execution order
+      // (all earlier work of |stream| is done); elsewhere the slab goes back
+      // behind this queue's work in stream order.
+      bool own_queue = stream && b->free_queue == queue_id;
+      if (own_queue && !sa->backend->host_visible_memory) {
+        on = stream;
+      } else if (own_queue || b->free_queue == HL_SUBALLOC_NO_QUEUE) {
+        // Every use is complete: a stream of our own, idle, lets the driver
+        // reuse or trim the slab at once.
+        if (!own) {
+          hl_status_t st =
+              sa->backend->vtable->stream_create(sa->backend, &own);
+          if (st) {
+            hl_status_free(st);
+            own = NULL;
+          }
+        }
+        on = own;
+      }
+      if (on && hl_sa_release_slab(sa, slab, on)) ++released;
+    }
+    slab = next;
+  }
+  if (own) sa->backend->vtable->stream_destroy(sa->backend, own);
+  return released;
+}
+
+//===----------------------------------------------------------------------===//
+// API
+//===----------------------------------------------------------------------===//
+
+hl_status_t hl_suballocator_create(hl_backend_t* backend,
+                                   uint64_t release_threshold, bool poison,
+                                   hl_suballocator_t** out_suballocator) {
+  *out_suballocator = NULL;
+  hl_suballocator_t* sa = calloc(1, sizeof(*sa));
+  if (!sa) {
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "allocating the suballocator");
+  }
+  if (mtx_init(&sa->mutex, mtx_plain) != thrd_success) {
+    free(sa);
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "creating the suballocator mutex");
+  }
+  sa->backend = backend;
+  sa->release_threshold = release_threshold;
+  sa->poison = poison;
+  *out_suballocator = sa;
+  return NULL;
+}
+
+void hl_suballocator_destroy(hl_suballocator_t* sa) {
+  if (!sa) return;
+  mtx_lock(&sa->mutex);
+  if (sa->slabs) {
+    // Every queue is gone and drained: timepoints no longer matter.
+    hl_backend_stream_t* stream = NULL;
+    hl_status_t st = sa->backend->vtable->stream_create(sa->backend, &stream);
+    if (st) {
+      HL_LOG_ERROR("suballocator: cannot give slabs back: %s",
+                   hl_status_message(st));
+      hl_status_free(st);
+    }
+    for (hl_sa_slab_t* slab = sa->slabs; slab;) {
+      hl_sa_slab_t* next = slab->next;
+      if (stream) {
+        hl_status_ignore(
+            sa->backend->vtable->free_async(sa->backend, slab->base, stream));
+      }
+      for (hl_suballocation_t* b = slab->first; b;) {
+        hl_suballocation_t* bn = b->next;
+        if (!b->free) {
+          HL_LOG_WARN("suballocator destroyed with %llu bytes in use",
+                      (unsigned long long)b->size);
+        }
+        free(b);
+        b = bn;
+      }
+      free(slab);
+      slab = next;
+    }
+    if (stream) sa->backend->vtable->stream_destroy(sa->backend, stream);
+  }
+  while (sa->spare) {
+    hl_suballocation_t* b = sa->spare;
+    sa->spare = b->next;
+    free(b);
+  }
+  mtx_unlock(&sa->mutex);
+  for (uint32_t i = 0; i < sa->timeline_capacity; ++i) {
+    hl_semaphore_release(sa->timelines[i]);
+  }
+  free(sa->timelines);
+  mtx_destroy(&sa->mutex);
+  free(sa);
+}
+
+hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
+                                  hl_backend_stream_t* stream,
+                                  uint32_t queue_id, hl_semaphore_t* timeline,
+                                  uint64_t value, void** out_ptr,
+                                  hl_suballocation_t** out_allocation) {
+  *out_ptr = NULL;
+  *out_allocation = NULL;
+  if (size == 0 || size > HL_SA_MAX_SIZE) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "suballocation of %llu bytes: size must be in "
+                          "[1, 2^48]",
+                          (unsigned long long)size);
+  }
+  uint64_t rounded = (size + HL_SA_ALIGNMENT - 1) & ~(HL_SA_ALIGNMENT - 1);
+  uint32_t pool = rounded <= HL_SA_SMALL_MAX ? 0 : 1;
+  mtx_lock(&sa->mutex);
+  hl_suballocation_t* spare = hl_sa_block_new(sa);
+  if (!spare) {
+    mtx_unlock(&sa->mutex);
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "allocating suballocator metadata");
+  }
+  hl_suballocation_t* b = hl_sa_find(sa, pool, rounded, queue_id);
+  // Memory already held beats asking the driver: a small request may take
+  // a free block of a large slab (PyTorch never does; its reserved memory
+  // then holds idle large blocks while small slabs grow).
+  if (!b && pool == 0) b = hl_sa_find(sa, 1, rounded, queue_id);
+  if (!b) {
+    // Blocks freed by other queues may have been reached since: merge them
+    // and look again before asking the driver.
+    bool merged = false;
+    for (hl_sa_slab_t* s = sa->slabs; s; s = s->next) {
+      if (s->pool == pool) merged |= hl_sa_coalesce_slab(sa, s);
+    }
+    if (merged) b = hl_sa_find(sa, pool, rounded, queue_id);
+    if (merged && !b && pool == 0) b = hl_sa_find(sa, 1, rounded, queue_id);
+  }
+  hl_status_t st = NULL;
+  if (b) {
+    ++sa->stats.block_reuses;
+    if (b->freed_by != HL_SUBALLOC_NO_QUEUE && b->freed_by != queue_id) {
+      ++sa->stats.cross_queue_reuses;
+    }
+  } else {
+    // Before asking the driver for more, give back the empty slabs (none of
+    // them could serve this request) and let the driver drop its cache of
+    // them: reserved memory then follows live memory, where PyTorch keeps
+    // idle segments until out of memory or empty_cache.
+    if (hl_sa_trim_locked(sa, 0, stream, queue_id)) {
+      hl_backend_pool_stats_t pool_stats;
+      hl_status_t stats_st =
+          sa->backend->vtable->pool_stats(sa->backend, &pool_stats);
+      if (!stats_st) {
+        hl_status_ignore(
+            sa->backend->vtable->pool_trim(sa->backend, pool_stats.used_bytes));
+      }
+      hl_status_ignore(stats_st);
+    }
+    st = hl_sa_grow(sa, pool, hl_sa_slab_size(sa, pool, rounded), stream,
+                    queue_id, timeline, value, &b);
+    if (st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) {
+      // Out of memory: give back whole free slabs, then retry once with a
+      // slab of exactly the request's size (the last bytes of the device).
+      hl_status_free(st);
+      hl_sa_trim_locked(sa, 0, stream, queue_id);
+      hl_status_ignore(sa->backend->vtable->pool_trim(sa->backend, 0));
+      st = hl_sa_grow(sa, pool, rounded, stream, queue_id, timeline, value, &b);
+      if (st) {
+        st = hl_status_annotate(
+            st,
+            "suballocation of %llu bytes on queue %u after trim and retry "
+            "(slabs %llu holding %llu bytes, %llu in use)",
+            (unsigned long long)size, queue_id,
+            (unsigned long long)sa->stats.slabs,
+            (unsigned long long)sa->stats.slab_bytes,
+            (unsigned long long)sa->stats.used_bytes);
+      }
+    }
+  }
+  if (st) {
+    hl_sa_block_recycle(sa, spare);
+    mtx_unlock(&sa->mutex);
+    return st;
+  }
+  hl_sa_take(sa, b, rounded, spare);
+  *out_ptr = b->slab->base + b->offset;
+  *out_allocation = b;
+  mtx_unlock(&sa->mutex);
+  return NULL;
+}
+
+void hl_suballocator_free(hl_suballocator_t* sa, hl_suballocation_t* b,
+                          hl_backend_stream_t* stream, uint32_t queue_id,
+                          hl_semaphore_t* timeline, uint64_t value) {
+  (void)stream;
+  mtx_lock(&sa->mutex);
+  sa->stats.used_bytes -= b->size;
+  b->free = true;
+  b->freed_by = queue_id;
+  b->free_queue = HL_SUBALLOC_NO_QUEUE;
+  b->free_value = 0;
+  if (timeline) {
+    b->free_queue = queue_id;
+    b->free_value = hl_sa_register_timeline(sa, queue_id, timeline)
+                        ? value
+                        : UINT64_MAX;  // Cannot be read: same queue only.
+  }
+  if (sa->poison) memset(b->slab->base + b->offset, 0xDB, (size_t)b->size);
+  hl_sa_coalesce_and_bin(sa, b);
+  mtx_unlock(&sa->mutex);
+}
+
+uint64_t hl_suballocator_trim(hl_suballocator_t* sa, uint64_t min_bytes_to_keep,
+                              hl_backend_stream_t* stream, uint32_t queue_id) {
+  mtx_lock(&sa->mutex);
+  uint64_t released =
+      hl_sa_trim_locked(sa, min_bytes_to_keep, stream, queue_id);
+  mtx_unlock(&sa->mutex);
+  return released;
+}
+
+uint64_t hl_suballocator_release_threshold(hl_suballocator_t* sa) {
+  return sa->release_threshold;
+}
+
+void hl_suballocator_stats(hl_suballocator_t* sa,
+                           hl_suballocator_stats_t* out_stats) {
+  mtx_lock(&sa->mutex);
+  *out_stats = sa->stats;
+  out_stats->free_bytes = sa->stats.slab_bytes - sa->stats.used_bytes;
+  out_stats->largest_free_block = 0;
+  out_stats->pending_free_blocks = 0;
+  for (hl_sa_slab_t* s = sa->slabs; s; s = s->next) {
+    for (hl_suballocation_t* b = s->first; b; b = b->next) {
+      if (!b->free) continue;
+      if (b->size > out_stats->largest_free_block) {
+        out_stats->largest_free_block = b->size;
+      }
+      hl_sa_refresh(sa, b);
+      if (b->free_queue != HL_SUBALLOC_NO_QUEUE) {
+        ++out_stats->pending_free_blocks;
+      }
+    }
+  }
+  mtx_unlock(&sa->mutex);
+}
+
+hl_status_t hl_suballocator_verify(hl_suballocator_t* sa) {
+  hl_status_t st = NULL;
+  mtx_lock(&sa->mutex);
+  uint64_t used = 0, slab_bytes = 0, slabs = 0, free_blocks = 0;
+  for (hl_sa_slab_t* s = sa->slabs; s && !st; s = s->next) {
+    ++slabs;
+    slab_bytes += s->size;
+    uint64_t offset = 0;
+    hl_suballocation_t* prev = NULL;
+    for (hl_suballocation_t* b = s->first; b && !st; b = b->next) {
+      if (b->slab != s || b->prev != prev || b->offset != offset ||
+          b->size == 0 || b->size % HL_SA_ALIGNMENT) {
+        st = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                            "suballocator: block at offset %llu of a "
+                            "%llu-byte slab is out of order",
+                            (unsigned long long)b->offset,
+                            (unsigned long long)s->size);
+        break;
+      }
+      if (b->free) {
+        ++free_blocks;
+        if (b->bin != hl_sa_bin(b->size)) {
+          st = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                              "suballocator: free block of %llu bytes in "
+                              "bin %u",
+                              (unsigned long long)b->size, b->bin);
+        }
+      } else {
+        used += b->size;
+      }
+      offset += b->size;
+      prev = b;
+    }
+    if (!st && offset != s->size) {
+      st = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                          "suballocator: blocks cover %llu of a %llu-byte "
+                          "slab",
+                          (unsigned long long)offset,
+                          (unsigned long long)s->size);
+    }
+  }
+  uint64_t binned = 0;
+  for (uint32_t p = 0; p < 2 && !st; ++p) {
+    for (uint32_t bin = 0; bin < HL_SA_BINS; ++bin) {
+      bool bit = (sa->pools[p].bitmap[bin / 64] >> (bin % 64)) & 1;
+      if (bit != (sa->pools[p].bins[bin] != NULL)) {
+        st = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                            "suballocator: bitmap disagrees with bin %u", bin);
+        break;
+      }
+      for (hl_suballocation_t* b = sa->pools[p].bins[bin]; b;
+           b = b->free_next) {
+        ++binned;
+      }
+    }
+  }
+  if (!st &&
+      (used != sa->stats.used_bytes || slab_bytes != sa->stats.slab_bytes ||
+       slabs != sa->stats.slabs || binned != free_blocks)) {
+    st = HL_MAKE_STATUS(
+        HL_STATUS_INTERNAL,
+        "suballocator: counts disagree (used %llu vs %llu, slab bytes %llu "
+        "vs %llu, slabs %llu vs %llu, binned %llu vs free %llu)",
+        (unsigned long long)used, (unsigned long long)sa->stats.used_bytes,
+        (unsigned long long)slab_bytes,
+        (unsigned long long)sa->stats.slab_bytes, (unsigned long long)slabs,
+        (unsigned long long)sa->stats.slabs, (unsigned long long)binned,
+        (unsigned long long)free_blocks);
+  }
+  mtx_unlock(&sa->mutex);
+  return st;
+}

@@ -1,0 +1,102 @@
+// hipline's own pool: a timeline-aware suballocator over slabs that come from
+// the backend's stream-ordered pool (malloc_async/free_async).
+//
+// Policy (see suballocator.c for the reasons):
+// - sizes round up to 256 bytes; requests up to 1 MiB come from small slabs
+//   (up to 2 MiB), requests up to 20 MiB from large slabs (up to 40 MiB),
+//   bigger ones get a slab of their own (rounded up to 2 MiB) whose tail
+//   serves others; slabs grow geometrically with what the pool holds;
+// - free blocks sit in TLSF-style bins (16 per power of two) and a request
+//   takes the smallest usable block of the first bin that has one; blocks
+//   split on allocation and coalesce with free neighbours on free;
+// - every free block remembers the timepoint (queue, value) of the dealloca
+//   that freed it. The same queue reuses it at once (stream order); another
+//   queue only once that queue's timeline has reached the value. A fresh
+//   slab's unused tail carries the timepoint of the alloca that created it,
+//   because the driver makes the slab valid for its stream only;
+// - whole free slabs go back to the backend (free_async) on trim, at
+//   synchronization points above the release threshold, and when an
+//   allocation runs out of memory (trim, then retry once).
+//
+// Thread-safe: one mutex per suballocator. Calls the backend's malloc_async
+// and free_async with it held, never the scheduler; callers may hold the
+// scheduler lock. On backends with host_visible_memory it may be called from
+// a host function running on |stream| (the gated alloca and dealloca).
+#ifndef HIPLINE_RUNTIME_MEMORY_SUBALLOCATOR_H_
+#define HIPLINE_RUNTIME_MEMORY_SUBALLOCATOR_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hipline/semaphore.h"
+#include "runtime/backend/backend.h"
+
+typedef struct hl_suballocator_t hl_suballocator_t;
+typedef struct hl_suballocation_t hl_suballocation_t;
+
+#define HL_SUBALLOC_NO_QUEUE UINT32_MAX
+
+typedef struct hl_suballocator_stats_t {
+  uint64_t slabs;                // Slabs held now.
+  uint64_t slab_bytes;           // Bytes of those slabs (reserved).
+  uint64_t slab_bytes_peak;      // Peak of slab_bytes.
+  uint64_t used_bytes;           // Bytes handed out (after rounding).
+  uint64_t used_bytes_peak;      // Peak of used_bytes.
+  uint64_t free_bytes;           // slab_bytes - used_bytes.
+  uint64_t largest_free_block;   // Largest free block (any timepoint).
+  uint64_t pending_free_blocks;  // Free blocks whose free is not yet reached.
+  uint64_t slab_allocs;          // Backend malloc_async calls made.
+  uint64_t slab_releases;        // Slabs given back with free_async.
+  uint64_t block_reuses;         // Allocations served without the backend.
+  uint64_t cross_queue_reuses;   // Of those, blocks freed by another queue.
+  uint64_t pending_skips;        // Blocks passed over: free not yet reached.
+} hl_suballocator_stats_t;
+
+// Creates a suballocator over |backend|'s pool. Whole free slabs beyond
+// |release_threshold| bytes go back at synchronization points (UINT64_MAX
+// keeps them). |poison| fills freed blocks with 0xDB (checked mode on
+// backends with host-visible memory, where frees run in execution order).
+hl_status_t hl_suballocator_create(hl_backend_t* backend,
+                                   uint64_t release_threshold, bool poison,
+                                   hl_suballocator_t** out_suballocator);
+
+// Gives every slab back and frees the suballocator. Every suballocation must
+// have been freed and all work using them completed.
+void hl_suballocator_destroy(hl_suballocator_t* suballocator);
+
+// Allocates |size| bytes for the alloca at |timeline|@|value| of queue
+// |queue_id| on |stream|. Out of memory (after trimming and retrying) is
+// RESOURCE_EXHAUSTED with the sizes.
+hl_status_t hl_suballocator_alloc(hl_suballocator_t* suballocator,
+                                  uint64_t size, hl_backend_stream_t* stream,
+                                  uint32_t queue_id, hl_semaphore_t* timeline,
+                                  uint64_t value, void** out_ptr,
+                                  hl_suballocation_t** out_allocation);
+
+// Frees |allocation| by the dealloca at |timeline|@|value| of queue
+// |queue_id| running on |stream|. A NULL |timeline| means every use is
+// already complete (any queue may reuse the block at once).
+void hl_suballocator_free(hl_suballocator_t* suballocator,
+                          hl_suballocation_t* allocation,
+                          hl_backend_stream_t* stream, uint32_t queue_id,
+                          hl_semaphore_t* timeline, uint64_t value);
+
+// Gives whole free slabs back until at most |min_bytes_to_keep| slab bytes
+// stay. |stream| (may be NULL) is the stream of queue |queue_id| when called
+// from its work: slabs last freed by that queue can go back on it too.
+// Returns the number of slabs released.
+uint64_t hl_suballocator_trim(hl_suballocator_t* suballocator,
+                              uint64_t min_bytes_to_keep,
+                              hl_backend_stream_t* stream, uint32_t queue_id);
+
+// The release threshold given at creation.
+uint64_t hl_suballocator_release_threshold(hl_suballocator_t* suballocator);
+
+void hl_suballocator_stats(hl_suballocator_t* suballocator,
+                           hl_suballocator_stats_t* out_stats);
+
+// Checks the internal invariants (address order, coalescing, byte counts,
+// bins); returns a status naming the first violation. For tests.
+hl_status_t hl_suballocator_verify(hl_suballocator_t* suballocator);
+
+#endif  // HIPLINE_RUNTIME_MEMORY_SUBALLOCATOR_H_
