@@ -18,20 +18,49 @@ hl_add_test(backend_hip_gpu_test
   GPU)
 target_compile_definitions(backend_hip_gpu_test PRIVATE HL_HIP_TEST_GPU=1)
 
-add_library(hl_fake_amdhip64 SHARED ${hl_backend_hip_test_source})
-target_include_directories(hl_fake_amdhip64 PRIVATE
-  ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include ${CMOCKA_INCLUDE_DIR})
-target_compile_definitions(hl_fake_amdhip64 PRIVATE HL_HIP_TEST_FAKE_RUNTIME=1)
-target_link_libraries(hl_fake_amdhip64 PRIVATE hipline_warnings Threads::Threads)
-set_target_properties(hl_fake_amdhip64 PROPERTIES
-  OUTPUT_NAME amdhip64
-  LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/fake_hip)
+# The hip test runtime (tests/hip_test_runtime/, test code that never ships):
+# an asynchronous libamdhip64.so, built for ROCm 6.2's symbol set and for
+# ROCm 5.2's (no hipLaunchHostFunc). A test picks one through
+# LD_LIBRARY_PATH; hl_hip_test_runtime_env holds the environment of the
+# default (6.2) one for the conformance registrations in other *.cmake files.
+set(hl_trt_dir ${PROJECT_BINARY_DIR}/hip_test_runtime)
+foreach(variant 6.2 5.2)
+  string(REPLACE "." "_" v ${variant})
+  string(REPLACE "." ";" parts ${variant})
+  list(GET parts 0 major)
+  list(GET parts 1 minor)
+  add_library(hl_hip_test_runtime_${v} SHARED
+    ${CMAKE_CURRENT_SOURCE_DIR}/hip_test_runtime/hip_test_runtime.c
+    ${PROJECT_SOURCE_DIR}/kernels/host/host_kernels.c
+    ${PROJECT_SOURCE_DIR}/runtime/base/time.c)
+  target_include_directories(hl_hip_test_runtime_${v} PRIVATE
+    ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)
+  target_compile_definitions(hl_hip_test_runtime_${v} PRIVATE
+    _GNU_SOURCE HL_TRT_ROCM_MAJOR=${major} HL_TRT_ROCM_MINOR=${minor}
+    HIPLINE_STATIC_DEFINE)
+  target_compile_options(hl_hip_test_runtime_${v} PRIVATE -fvisibility=hidden)
+  target_link_libraries(hl_hip_test_runtime_${v} PRIVATE hipline_warnings
+    Threads::Threads)
+  set_target_properties(hl_hip_test_runtime_${v} PROPERTIES
+    OUTPUT_NAME amdhip64
+    LIBRARY_OUTPUT_DIRECTORY ${hl_trt_dir}/rocm-${variant})
+endforeach()
+set(hl_hip_test_runtime_env
+  "LD_LIBRARY_PATH=${hl_trt_dir}/rocm-6.2" "HIPLINE_TEST_BACKEND=hip")
 
-hl_add_test(backend_hip_fake_test
-  SOURCES ${hl_backend_hip_test_source}
-  LABELS backend hip)
-target_compile_definitions(backend_hip_fake_test PRIVATE
-  HL_HIP_TEST_GPU=1 HL_HIP_TEST_EXPECT_DEVICE=1)
-add_dependencies(backend_hip_fake_test hl_fake_amdhip64)
-set_tests_properties(backend_hip_fake_test PROPERTIES
-  ENVIRONMENT "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/fake_hip")
+# The device tests on the hip test runtime, once per symbol set; they fail
+# rather than skip when the runtime does not load.
+foreach(variant 6.2 5.2)
+  string(REPLACE "." "_" v ${variant})
+  set(name backend_hip_rt${v}_test)
+  hl_add_test(${name}
+    SOURCES ${hl_backend_hip_test_source}
+    LABELS backend hip cts)
+  target_compile_definitions(${name} PRIVATE
+    HL_HIP_TEST_GPU=1 HL_HIP_TEST_EXPECT_DEVICE=1 HL_HIP_TEST_RUNTIME=1
+    _GNU_SOURCE)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  add_dependencies(${name} hl_hip_test_runtime_${v})
+  set_tests_properties(${name} PROPERTIES
+    ENVIRONMENT "LD_LIBRARY_PATH=${hl_trt_dir}/rocm-${variant};HL_HIP_TEST_RUNTIME_DEVICES=2")
+endforeach()
