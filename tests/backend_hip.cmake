@@ -64,3 +64,27 @@ foreach(variant 6.2 5.2)
   set_tests_properties(${name} PROPERTIES
     ENVIRONMENT "LD_LIBRARY_PATH=${hl_trt_dir}/rocm-${variant};HL_HIP_TEST_RUNTIME_DEVICES=2")
 endforeach()
+
+# hl_add_cts(EXE [GPU]): makes EXE a conformance suite. The host copy (EXE
+# itself) gets the label cts; a second copy, EXE_hiprt, runs the same
+# executable on the hip backend over the hip test runtime (labels: EXE's,
+# plus cts and hip; it fails, not skips, when the runtime does not load).
+# With GPU, a third copy EXE_hip runs it on a real device (requires-gpu,
+# skipped without one).
+function(hl_add_cts exe)
+  cmake_parse_arguments(C "GPU" "" "" ${ARGN})
+  get_test_property(${exe} LABELS labels)
+  get_test_property(${exe} TIMEOUT timeout)
+  set_property(TEST ${exe} APPEND PROPERTY LABELS cts)
+  add_dependencies(${exe} hl_hip_test_runtime_6_2 hl_hip_test_runtime_5_2)
+  add_test(NAME ${exe}_hiprt COMMAND ${exe})
+  set_tests_properties(${exe}_hiprt PROPERTIES
+    ENVIRONMENT "${hl_hip_test_runtime_env}"
+    LABELS "${labels};cts;hip" TIMEOUT ${timeout})
+  if(C_GPU)
+    add_test(NAME ${exe}_hip COMMAND ${exe})
+    set_tests_properties(${exe}_hip PROPERTIES
+      ENVIRONMENT HIPLINE_TEST_BACKEND=hip SKIP_RETURN_CODE 77
+      LABELS "${labels};requires-gpu" TIMEOUT ${timeout})
+  endif()
+endfunction()

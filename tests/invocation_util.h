@@ -31,7 +31,7 @@
 static inline hl_device_t* inv_device_create_mode(hl_fallback_mode_t fallback) {
   hl_device_options_t o;
   hl_device_options_initialize(&o);
-  o.backend = HL_BACKEND_HOST;
+  o.backend = hl_test_backend_kind();
   o.checked = 1;
   o.fallback = fallback;
   hl_device_t* d = NULL;

@@ -61,24 +61,32 @@
     hl_status_free(hl_test_st_);                                         \
   } while (0)
 
-// Creates a device for a backend-independent test: the host backend, or the
-// hip backend when HIPLINE_TEST_BACKEND=hip (the requires-gpu variants of the
-// conformance tests). Without a HIP device those exit 77, which ctest
-// reports as skipped.
+// The backend a backend-independent (conformance) test runs on: the host
+// backend, or the hip backend when HIPLINE_TEST_BACKEND=hip (on a GPU, or on
+// the hip test runtime, tests/hip_test_runtime/). Without a HIP device the
+// process exits 77, which ctest reports as skipped.
+static inline hl_backend_kind_t hl_test_backend_kind(void) {
+  const char* want = getenv("HIPLINE_TEST_BACKEND");
+  if (!want || !*want || strcmp(want, "host") == 0) return HL_BACKEND_HOST;
+  if (strcmp(want, "hip") != 0) {
+    fprintf(stderr, "HIPLINE_TEST_BACKEND=\"%s\": expected host or hip\n",
+            want);
+    exit(1);
+  }
+  hl_backend_info_t info;
+  HL_ASSERT_OK(hl_backend_query(HL_BACKEND_HIP, &info));
+  if (!info.available || info.device_count < 1) {
+    fprintf(stderr, "skipped: no HIP device (%s)\n", info.reason);
+    exit(77);
+  }
+  return HL_BACKEND_HIP;
+}
+
+// Creates a device for a backend-independent test on hl_test_backend_kind().
 static inline void hl_test_host_device(hl_device_t** out_device) {
   hl_device_options_t options;
   hl_device_options_initialize(&options);
-  options.backend = HL_BACKEND_HOST;
-  const char* want = getenv("HIPLINE_TEST_BACKEND");
-  if (want && strcmp(want, "hip") == 0) {
-    hl_backend_info_t info;
-    HL_ASSERT_OK(hl_backend_query(HL_BACKEND_HIP, &info));
-    if (!info.available || info.device_count < 1) {
-      fprintf(stderr, "skipped: no HIP device (%s)\n", info.reason);
-      exit(77);
-    }
-    options.backend = HL_BACKEND_HIP;
-  }
+  options.backend = hl_test_backend_kind();
   HL_ASSERT_OK(hl_device_create(&options, hl_allocator_system(), out_device));
 }
 

@@ -18,3 +18,9 @@ foreach(part semaphore queue)
     ENVIRONMENT HIPLINE_TEST_BACKEND=hip SKIP_RETURN_CODE 77 TIMEOUT 120
     LABELS "timeline;requires-gpu")
 endforeach()
+
+# Conformance: the same executables on the hip test runtime (the real-GPU
+# copies are the requires-gpu registrations above).
+foreach(part semaphore queue stress)
+  hl_add_cts(timeline_${part}_test)
+endforeach()

@@ -182,6 +182,13 @@ struct hl_backend_t {
   // functions so failed or cancelled work is skipped, and checked mode can
   // inspect every binding.
   bool host_visible_memory;
+  // Capabilities (false unless the backend sets them):
+  // - events_untimed: events are made without timing (hip:
+  //   hipEventDisableTiming); event_elapsed_ms fails with UNIMPLEMENTED.
+  // - injects_faults: the backend honours HIPLINE_FAULTS stream delays and
+  //   allocation failures (the host backend), so tests may count them.
+  bool events_untimed;
+  bool injects_faults;
   hl_allocator_t host_allocator;
 };
 

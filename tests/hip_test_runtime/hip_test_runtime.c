@@ -165,6 +165,7 @@ typedef struct trt_block_t {
   bool busy;
   hipStream_t safe_stream;  // The allocating stream; NULL once destroyed.
   trt_token_t* marker;      // The free's marker; NULL when none.
+  hipStream_t free_stream;  // The stream the free was enqueued on.
 } trt_block_t;
 
 struct hl_ihipMemPool_t {
@@ -521,6 +522,13 @@ hipError_t hipSetDevice(int device) {
   return hipSuccess;
 }
 
+hipError_t hipGetDevice(int* device) {
+  trt_init();
+  if (!device) return hipErrorInvalidValue;
+  *device = trt_current_device;
+  return hipSuccess;
+}
+
 hipError_t hipDeviceGetName(char* name, int length, int device) {
   if (!trt_device_valid(device)) return hipErrorInvalidDevice;
   if (!name || length <= 0) return hipErrorInvalidValue;
@@ -735,7 +743,12 @@ hipError_t hipMallocFromPoolAsync(void** ptr, size_t size, hipMemPool_t pool,
         cnd_wait(&trt.cond, &trt.mutex);
       }
     }
-    if (found->marker && !found->marker->done) trt.counters.unsafe_reuses++;
+    // Reuse before the free has executed is ordered only when the free and
+    // the new allocation are on the same stream; otherwise work before the
+    // free may still use the block while the new owner's work runs.
+    if (found->marker && !found->marker->done && found->free_stream != stream) {
+      trt.counters.unsafe_reuses++;
+    }
     trt.counters.pool_reuses++;
     pool->free_bytes -= found->size;
     trt_token_release_locked(found->marker);
@@ -801,6 +814,7 @@ hipError_t hipFreeAsync(void* ptr, hipStream_t stream) {
   op->u.token = trt_token_new();
   op->u.token->refs = 2;
   block->marker = op->u.token;
+  block->free_stream = stream;
   trt_enqueue_locked(stream, op);
   mtx_unlock(&trt.mutex);
   return hipSuccess;

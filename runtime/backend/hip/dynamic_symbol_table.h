@@ -20,6 +20,7 @@ HL_HIP_PFN(OPTIONAL, hipError_t, hipRuntimeGetVersion, (int* version))
 // Devices.
 HL_HIP_PFN(REQUIRED, hipError_t, hipGetDeviceCount, (int* count))
 HL_HIP_PFN(REQUIRED, hipError_t, hipSetDevice, (int device))
+HL_HIP_PFN(REQUIRED, hipError_t, hipGetDevice, (int* device))
 HL_HIP_PFN(REQUIRED, hipError_t, hipDeviceGetName,
            (char* name, int length, int device))
 HL_HIP_PFN(REQUIRED, hipError_t, hipDeviceTotalMem,
