@@ -12,6 +12,7 @@
 #include "hipline/queue.h"
 #include "hipline/semaphore.h"
 #include "hipline/time.h"
+#include "runtime/timeline/timeline_internal.h"
 #include "tests/test_util.h"
 
 #define MEM_MS ((hl_duration_t)1000000)

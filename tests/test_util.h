@@ -90,6 +90,44 @@ static inline void hl_test_host_device(hl_device_t** out_device) {
   HL_ASSERT_OK(hl_device_create(&options, hl_allocator_system(), out_device));
 }
 
+// Capability checks for the conformance tests: a test that relies on what
+// only some backends can do says so here, and is skipped (with the reason)
+// on a backend without it. The capabilities are the backend contract's
+// (runtime/backend/backend.h), never its kind.
+// Call right after creating |device|: on a skip it releases the device.
+#define hl_test_require_(device, cond, why)      \
+  do {                                           \
+    if (!(cond)) {                               \
+      print_message("skipped: needs %s\n", why); \
+      hl_device_release(device);                 \
+      skip();                                    \
+    }                                            \
+  } while (0)
+
+// Checked mode (use-after-free detection, poisoning) inspects buffers from
+// host functions: it needs host-visible device memory.
+#define hl_test_require_checked(device)               \
+  hl_test_require_(device, hl_device_checked(device), \
+                   "checked mode (host_visible_memory)")
+
+// Host memory used as device memory (external buffers made with malloc).
+#define hl_test_require_host_visible(device)                       \
+  hl_test_require_(device, (device)->backend->host_visible_memory, \
+                   "host-visible device memory (host_visible_memory)")
+
+// A host function that blocks its queue while other queues make progress:
+// on ROCm every stream's host functions run on one runtime thread, and the
+// timeline runs user host functions there (issue 18).
+#define hl_test_require_independent_host_functions(device)                \
+  hl_test_require_(device, !(device)->backend->host_functions_serialized, \
+                   "host functions that do not block other queues "       \
+                   "(host_functions_serialized)")
+
+// Counting HIPLINE_FAULTS stream delays and allocation failures.
+#define hl_test_require_fault_injection(device)               \
+  hl_test_require_(device, (device)->backend->injects_faults, \
+                   "HIPLINE_FAULTS injection (injects_faults)")
+
 // Skips the current test unless the hip backend reports a device.
 #define hl_test_skip_if_no_gpu()                                            \
   do {                                                                      \

@@ -187,8 +187,13 @@ struct hl_backend_t {
   //   hipEventDisableTiming); event_elapsed_ms fails with UNIMPLEMENTED.
   // - injects_faults: the backend honours HIPLINE_FAULTS stream delays and
   //   allocation failures (the host backend), so tests may count them.
+  // - host_functions_serialized: host functions of every stream run on one
+  //   thread and hold their stream until they return (hip: ROCm's callback
+  //   thread; the marker "Blocks AQL queue" in clr rocvirtual.cpp), so one
+  //   that waits on another queue's progress can stall or deadlock it.
   bool events_untimed;
   bool injects_faults;
+  bool host_functions_serialized;
   hl_allocator_t host_allocator;
 };
 

@@ -386,6 +386,7 @@ hl_status_t hl_hip_backend_create(int ordinal, hl_allocator_t allocator,
   backend->base.kind = HL_BACKEND_HIP;
   backend->base.host_visible_memory = false;
   backend->base.events_untimed = true;
+  backend->base.host_functions_serialized = true;
   backend->base.host_allocator = allocator;
   backend->syms = &runtime->syms;
   backend->ordinal = ordinal;
@@ -411,6 +412,17 @@ hl_status_t hl_hip_backend_create(int ordinal, hl_allocator_t allocator,
   status = hl_hip_scope_enter(backend, &scope);
   if (hl_status_is_ok(status)) {
     status = hl_hip_backend_pool_initialize(backend);
+    if (hl_status_is_ok(status)) {
+      // The backend contract's default: keep freed memory (ROCm's default
+      // threshold, 0, releases it at every synchronization).
+      uint64_t keep_all = UINT64_MAX;
+      status = HL_HIP_RESULT_TO_STATUS(
+          backend->syms,
+          hipMemPoolSetAttribute(backend->pool, hipMemPoolAttrReleaseThreshold,
+                                 &keep_all),
+          "hipMemPoolSetAttribute(device %d, ReleaseThreshold, UINT64_MAX)",
+          backend->ordinal);
+    }
     hl_hip_scope_exit(backend, &scope);
   }
   if (!hl_status_is_ok(status)) {
@@ -816,6 +828,33 @@ static hl_status_t hl_hip_memset32_async(hl_backend_t* base, void* dst,
 //===----------------------------------------------------------------------===//
 
 // Adds |size| to the bytes in use unless that would pass the limit.
+// With a limit set, the pool's reservation (blocks in use plus freed blocks
+// it keeps) is held under the limit too: ROCm reuses a freed block only
+// within 12.5% of the request (clr hip_mempool_impl.cpp, Heap::FindMemory),
+// so freed blocks of other sizes would otherwise add up past it. Freed
+// blocks whose free has completed are released to make room for |size|,
+// as the host backend trims its cache before reporting out of memory.
+static void hl_hip_backend_trim_for_limit(hl_hip_backend_t* backend,
+                                          size_t size) {
+  uint64_t limit =
+      atomic_load_explicit(&backend->limit_bytes, memory_order_relaxed);
+  if (!limit) return;
+  const hl_hip_dynamic_symbols_t* syms = backend->syms;
+  uint64_t reserved = 0;
+  if (syms->hipMemPoolGetAttribute(backend->pool,
+                                   hipMemPoolAttrReservedMemCurrent,
+                                   &reserved) != hipSuccess ||
+      reserved + size <= limit) {
+    return;
+  }
+  size_t keep = limit > size ? (size_t)(limit - size) : 0;
+  hl_hip_log_and_ignore(
+      HL_HIP_RESULT_TO_STATUS(syms, hipMemPoolTrimTo(backend->pool, keep),
+                              "hipMemPoolTrimTo(device %d, %zu bytes)",
+                              backend->ordinal, keep),
+      "malloc_async");
+}
+
 static hl_status_t hl_hip_backend_reserve(hl_hip_backend_t* backend,
                                           size_t size) {
   uint64_t limit =
@@ -854,6 +893,7 @@ static hl_status_t hl_hip_malloc_async_on_device(hl_backend_t* base,
                           backend->ordinal);
   }
   HL_RETURN_IF_ERROR_PLAIN(hl_hip_backend_reserve(backend, size));
+  hl_hip_backend_trim_for_limit(backend, size);
   hipStream_t handle = hl_hip_stream_handle(stream);
   void* ptr = NULL;
   hl_status_t status = hl_ok_status();
