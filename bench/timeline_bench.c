@@ -1,4 +1,5 @@
-// hipline-bench-timeline: timeline costs on the host backend.
+// hipline-bench-timeline: timeline costs on the host backend (or, with
+// --backend hip, the hip backend: a GPU or the hip test runtime).
 //
 //   submit     Host-side cost of an empty submission on one queue: one wait
 //              on an already-reached value and one signal. N submissions per
@@ -206,6 +207,7 @@ int main(int argc, char** argv) {
   r.batches = 15;
   r.rounds = 2000;
   bool json = false;
+  const char* backend_name = "host";
   for (int i = 1; i < argc; ++i) {
     const char* next = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--json") == 0) {
@@ -219,9 +221,14 @@ int main(int argc, char** argv) {
     } else if (strcmp(argv[i], "--rounds") == 0) {
       r.rounds = parse_count(argv[i], next, 2);
       ++i;
+    } else if (strcmp(argv[i], "--backend") == 0 && next &&
+               (strcmp(next, "host") == 0 || strcmp(next, "hip") == 0)) {
+      backend_name = next;  // hip: a GPU, or the hip test runtime.
+      ++i;
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       printf(
-          "usage: %s [--json] [--submissions N] [--batches B] [--rounds R]\n",
+          "usage: %s [--json] [--backend host|hip] [--submissions N] "
+          "[--batches B] [--rounds R]\n",
           argv[0]);
       return 0;
     } else {
@@ -232,7 +239,8 @@ int main(int argc, char** argv) {
 
   hl_device_options_t options;
   hl_device_options_initialize(&options);
-  options.backend = HL_BACKEND_HOST;
+  options.backend =
+      strcmp(backend_name, "hip") == 0 ? HL_BACKEND_HIP : HL_BACKEND_HOST;
   hl_device_t* device = NULL;
   CHECK(hl_device_create(&options, hl_allocator_system(), &device));
   bench_submit(device, &r);
@@ -241,17 +249,17 @@ int main(int argc, char** argv) {
 
   if (json) {
     printf(
-        "{\"backend\": \"host\", \"submit\": {\"submissions_per_batch\": %lld, "
+        "{\"backend\": \"%s\", \"submit\": {\"submissions_per_batch\": %lld, "
         "\"batches\": %d, \"median_ns\": %.1f, \"min_ns\": %.1f, "
         "\"max_ns\": %.1f}, \"pingpong\": {\"rounds\": %lld, "
         "\"median_us\": %.2f, \"p90_us\": %.2f}, \"host_rtt\": "
         "{\"rounds\": %lld, \"median_us\": %.2f, \"p90_us\": %.2f}}\n",
-        (long long)r.submissions, r.batches, r.submit_median_ns,
+        backend_name, (long long)r.submissions, r.batches, r.submit_median_ns,
         r.submit_min_ns, r.submit_max_ns, (long long)r.rounds,
         r.pingpong_median_us, r.pingpong_p90_us, (long long)r.rounds - 1,
         r.host_rtt_median_us, r.host_rtt_p90_us);
   } else {
-    printf("hipline timeline benchmarks (host backend)\n");
+    printf("hipline timeline benchmarks (%s backend)\n", backend_name);
     printf("%-34s %12s %12s %12s\n", "benchmark", "median", "min/p90", "max");
     printf("%-34s %9.1f ns %9.1f ns %9.1f ns\n",
            "empty submission (wait+signal)", r.submit_median_ns,
