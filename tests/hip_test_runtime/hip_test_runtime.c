@@ -182,6 +182,7 @@ struct hl_ihipModule_t {
   uint32_t magic;
   int device;
   bool has[HL_KERNEL_COUNT];
+  struct hl_ihipFunction_t* functions[HL_KERNEL_COUNT];  // Owned.
 };
 #define TRT_MODULE_MAGIC 0x4d4f444cu
 
@@ -1278,6 +1279,10 @@ hipError_t hipModuleUnload(hipModule_t module) {
     return hipErrorInvalidHandle;
   }
   module->magic = 0;
+  for (int i = 0; i < HL_KERNEL_COUNT; ++i) {
+    if (module->functions[i]) module->functions[i]->magic = 0;
+    free(module->functions[i]);
+  }
   free(module);
   return hipSuccess;
 }
@@ -1299,14 +1304,17 @@ hipError_t hipModuleGetFunction(hipFunction_t* out, hipModule_t module,
   const hl_host_code_object_t* code = &hl_host_kernels_code_object;
   for (uint32_t i = 0; i < code->kernel_count && i < HL_KERNEL_COUNT; ++i) {
     if (module->has[i] && strcmp(code->kernels[i].name, name) == 0) {
-      hipFunction_t function = calloc(1, sizeof(*function));
-      if (!function) return hipErrorOutOfMemory;
-      function->magic = TRT_FUNCTION_MAGIC;
-      function->module = module;
-      function->kernel = &code->kernels[i];
-      // Functions live as long as the process here (ROCm frees them with
-      // the module); a module's few functions are looked up once.
-      *out = function;
+      // The module owns its functions (ROCm frees them with the module);
+      // a second lookup returns the same handle.
+      if (!module->functions[i]) {
+        hipFunction_t function = calloc(1, sizeof(*function));
+        if (!function) return hipErrorOutOfMemory;
+        function->magic = TRT_FUNCTION_MAGIC;
+        function->module = module;
+        function->kernel = &code->kernels[i];
+        module->functions[i] = function;
+      }
+      *out = module->functions[i];
       return hipSuccess;
     }
   }
