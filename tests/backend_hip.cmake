@@ -3,9 +3,9 @@
 #   without a device, error translation and the size map;
 # - backend_hip_gpu_test needs a HIP device and exits 77 (skipped) without
 #   one;
-# - backend_hip_fake_test is the GPU test run against a fake libamdhip64.so
-#   (built from the same source) found through LD_LIBRARY_PATH, so every
-#   vtable entry is exercised on any machine; it fails rather than skips.
+# - backend_hip_rt{6_2,5_2}_test run the GPU tests, and tests of the ROCm
+#   rules the hip backend must respect, on the hip test runtime
+#   (tests/hip_test_runtime/, below); they fail rather than skip.
 set(hl_backend_hip_test_source ${CMAKE_CURRENT_SOURCE_DIR}/backend_hip_test.c)
 
 hl_add_test(backend_hip_probe_test
