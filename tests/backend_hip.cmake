@@ -32,7 +32,9 @@ foreach(variant 6.2 5.2)
   add_library(hl_hip_test_runtime_${v} SHARED
     ${CMAKE_CURRENT_SOURCE_DIR}/hip_test_runtime/hip_test_runtime.c
     ${PROJECT_SOURCE_DIR}/kernels/host/host_kernels.c
-    ${PROJECT_SOURCE_DIR}/runtime/base/time.c)
+    ${PROJECT_SOURCE_DIR}/runtime/base/time.c
+    # TSan builds: C11 threads on intercepted pthread calls (see the file).
+    ${PROJECT_SOURCE_DIR}/runtime/base/tsan_threads.c)
   target_include_directories(hl_hip_test_runtime_${v} PRIVATE
     ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)
   target_compile_definitions(hl_hip_test_runtime_${v} PRIVATE
