@@ -90,3 +90,16 @@ function(hl_add_cts exe)
       LABELS "${labels};requires-gpu" TIMEOUT ${timeout})
   endif()
 endfunction()
+
+# The hip test runtime's own rules (callback thread, blocking pageable
+# copies, pool reuse, limits, device checks, symbol sets).
+hl_add_test(hip_test_runtime_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/hip_test_runtime/hip_test_runtime_test.c
+  LABELS backend hip)
+target_link_libraries(hip_test_runtime_test PRIVATE hl_hip_test_runtime_6_2
+  ${CMAKE_DL_LIBS})
+target_compile_definitions(hip_test_runtime_test PRIVATE
+  HL_TRT_DIR="${hl_trt_dir}")
+add_dependencies(hip_test_runtime_test hl_hip_test_runtime_5_2)
+set_tests_properties(hip_test_runtime_test PROPERTIES ENVIRONMENT
+  "HL_HIP_TEST_RUNTIME_DEVICES=2;HL_HIP_TEST_RUNTIME_MEMORY_BYTES=1048576")
