@@ -811,10 +811,13 @@ static void test_rt_cross_stream_free_is_safe(void** state) {
 // current, and the caller's device must survive the calls.
 static void test_rt_module_on_other_device(void** state) {
   (void)state;
+  if (hl_embedded_code_object_count == 0) {
+    print_message("skipped: the build has no GPU code object\n");
+    skip();
+  }
   hl_backend_t* other = NULL;
   HL_ASSERT_OK(hl_hip_backend_create(1, hl_allocator_system(), &other));
   const hl_backend_vtable_t* vt = other->vtable;
-  assert_true(hl_embedded_code_object_count > 0);
   const hl_embedded_code_object_t* image = hl_embedded_code_objects[0];
   hl_rt_set_device(0);
   hl_backend_module_t* module = NULL;
