@@ -1,4 +1,5 @@
-// hipline-bench-timeline: timeline costs on the host backend.
+// hipline-bench-timeline: timeline costs on the host backend (or, with
+// --backend hip, the hip backend: a GPU or the hip test runtime).
 //
 //   submit     Host-side cost of an empty submission on one queue: one wait
 //              on an already-reached value and one signal. N submissions per

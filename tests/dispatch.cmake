@@ -16,3 +16,13 @@ hl_add_test(dispatch_gpu_test
   TIMEOUT 120
   GPU)
 target_compile_definitions(dispatch_gpu_test PRIVATE HL_DISPATCH_TEST_GPU=1)
+
+# Conformance: dispatch_test is the host copy; dispatch_gpu_test's kernels
+# run again on the hip test runtime, which runs the host reference kernels
+# named in the embedded code object.
+set_property(TEST dispatch_test APPEND PROPERTY LABELS cts)
+add_dependencies(dispatch_gpu_test hl_hip_test_runtime_6_2)
+add_test(NAME dispatch_gpu_test_hiprt COMMAND dispatch_gpu_test)
+set_tests_properties(dispatch_gpu_test_hiprt PROPERTIES
+  ENVIRONMENT "${hl_hip_test_runtime_env}"
+  LABELS "dispatch;kernels;cts;hip" TIMEOUT 120)

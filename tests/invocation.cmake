@@ -12,3 +12,8 @@ hl_add_test(invocation_concurrency_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/invocation_concurrency_test.c
   LABELS invocation concurrency
   TIMEOUT 120)
+
+# Conformance: the same executables on the hip test runtime and on a GPU.
+foreach(part import settings chain errors concurrency)
+  hl_add_cts(invocation_${part}_test GPU)
+endforeach()

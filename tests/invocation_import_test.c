@@ -475,6 +475,7 @@ static void test_hidden_reference_flag_off_ordered(void** state) {
 // function still holds it; checked mode catches the next access.
 static void hidden_flag_on_case(hl_fallback_mode_t mode) {
   hl_device_t* d = inv_device_create_mode(mode);
+  hl_test_require_checked(d);
   hl_queue_t* q = hl_test_queue_create(d);
   inv_fn_config_t c;
   inv_fn_config_init(&c, SIZE, 0xFEEDFACEu);
@@ -573,6 +574,8 @@ static hl_status_t fn_external(void* user, hl_queue_t* queue,
 static void test_ineligible_roots_imported_sync(void** state) {
   (void)state;
   hl_device_t* d = inv_device_create();
+  // The external result is host memory from aligned_alloc.
+  hl_test_require_host_visible(d);
   hl_queue_t* q = hl_test_queue_create(d);
   hl_queue_t* q2 = hl_test_queue_create(d);
   hl_function_t* f =

@@ -24,3 +24,8 @@ hl_add_test(memory_suballoc_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_suballoc_test.c
   LABELS memory concurrency
   TIMEOUT 120)
+
+# Conformance: the same executables on the hip test runtime and on a GPU.
+foreach(part alloca misuse pool stress)
+  hl_add_cts(memory_${part}_test GPU)
+endforeach()

@@ -12,6 +12,7 @@
 #include "hipline/queue.h"
 #include "hipline/semaphore.h"
 #include "hipline/time.h"
+#include "runtime/timeline/timeline_internal.h"
 #include "tests/test_util.h"
 
 #define MEM_MS ((hl_duration_t)1000000)
@@ -29,7 +30,7 @@ typedef struct mem_device_config_t {
 static inline hl_device_t* mem_device_create(const mem_device_config_t* cfg) {
   hl_device_options_t o;
   hl_device_options_initialize(&o);
-  o.backend = HL_BACKEND_HOST;
+  o.backend = hl_test_backend_kind();
   o.checked = 0;
   o.fallback = HL_FALLBACK_FRONTIER;
   if (cfg) {

@@ -61,26 +61,72 @@
     hl_status_free(hl_test_st_);                                         \
   } while (0)
 
-// Creates a device for a backend-independent test: the host backend, or the
-// hip backend when HIPLINE_TEST_BACKEND=hip (the requires-gpu variants of the
-// conformance tests). Without a HIP device those exit 77, which ctest
-// reports as skipped.
+// The backend a backend-independent (conformance) test runs on: the host
+// backend, or the hip backend when HIPLINE_TEST_BACKEND=hip (on a GPU, or on
+// the hip test runtime, tests/hip_test_runtime/). Without a HIP device the
+// process exits 77, which ctest reports as skipped.
+static inline hl_backend_kind_t hl_test_backend_kind(void) {
+  const char* want = getenv("HIPLINE_TEST_BACKEND");
+  if (!want || !*want || strcmp(want, "host") == 0) return HL_BACKEND_HOST;
+  if (strcmp(want, "hip") != 0) {
+    fprintf(stderr, "HIPLINE_TEST_BACKEND=\"%s\": expected host or hip\n",
+            want);
+    exit(1);
+  }
+  hl_backend_info_t info;
+  HL_ASSERT_OK(hl_backend_query(HL_BACKEND_HIP, &info));
+  if (!info.available || info.device_count < 1) {
+    fprintf(stderr, "skipped: no HIP device (%s)\n", info.reason);
+    exit(77);
+  }
+  return HL_BACKEND_HIP;
+}
+
+// Creates a device for a backend-independent test on hl_test_backend_kind().
 static inline void hl_test_host_device(hl_device_t** out_device) {
   hl_device_options_t options;
   hl_device_options_initialize(&options);
-  options.backend = HL_BACKEND_HOST;
-  const char* want = getenv("HIPLINE_TEST_BACKEND");
-  if (want && strcmp(want, "hip") == 0) {
-    hl_backend_info_t info;
-    HL_ASSERT_OK(hl_backend_query(HL_BACKEND_HIP, &info));
-    if (!info.available || info.device_count < 1) {
-      fprintf(stderr, "skipped: no HIP device (%s)\n", info.reason);
-      exit(77);
-    }
-    options.backend = HL_BACKEND_HIP;
-  }
+  options.backend = hl_test_backend_kind();
   HL_ASSERT_OK(hl_device_create(&options, hl_allocator_system(), out_device));
 }
+
+// Capability checks for the conformance tests: a test that relies on what
+// only some backends can do says so here, and is skipped (with the reason)
+// on a backend without it. The capabilities are the backend contract's
+// (runtime/backend/backend.h), never its kind.
+// Call right after creating |device|: on a skip it releases the device.
+#define hl_test_require_(device, cond, why)      \
+  do {                                           \
+    if (!(cond)) {                               \
+      print_message("skipped: needs %s\n", why); \
+      hl_device_release(device);                 \
+      skip();                                    \
+    }                                            \
+  } while (0)
+
+// Checked mode (use-after-free detection, poisoning) inspects buffers from
+// host functions: it needs host-visible device memory.
+#define hl_test_require_checked(device)               \
+  hl_test_require_(device, hl_device_checked(device), \
+                   "checked mode (host_visible_memory)")
+
+// Host memory used as device memory (external buffers made with malloc).
+#define hl_test_require_host_visible(device)                       \
+  hl_test_require_(device, (device)->backend->host_visible_memory, \
+                   "host-visible device memory (host_visible_memory)")
+
+// A host function that blocks its queue while other queues make progress:
+// on ROCm every stream's host functions run on one runtime thread, and the
+// timeline runs user host functions there (issue 18).
+#define hl_test_require_independent_host_functions(device)                \
+  hl_test_require_(device, !(device)->backend->host_functions_serialized, \
+                   "host functions that do not block other queues "       \
+                   "(host_functions_serialized)")
+
+// Counting HIPLINE_FAULTS stream delays and allocation failures.
+#define hl_test_require_fault_injection(device)               \
+  hl_test_require_(device, (device)->backend->injects_faults, \
+                   "HIPLINE_FAULTS injection (injects_faults)")
 
 // Skips the current test unless the hip backend reports a device.
 #define hl_test_skip_if_no_gpu()                                            \

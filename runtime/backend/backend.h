@@ -15,6 +15,24 @@
 //   stream (the memory layer allocates and frees in execution order);
 // - failures are statuses that name the call that failed; a vendor error
 //   carries the vendor's error name ("hipErrorOutOfMemory").
+//
+// Which calls may block the caller (hip backend, as ROCm runs them; the host
+// backend blocks only in the synchronizing calls). Host functions on every
+// hip stream run on ROCm's one callback thread and hold their stream until
+// they return, so a caller that holds a lock a host function needs must not
+// make a call that can wait for a stream:
+// - always wait for work: stream_synchronize, event_synchronize,
+//   stream_destroy, destroy;
+// - may wait for work: malloc_async on ROCm builds whose pool waits for a
+//   reused block's previous free (clr hip_mempool_impl.cpp, Heap::
+//   RemoveMemory -> MemoryTimestamp::Wait), and memcpy_async between two
+//   pointers neither of which is a block of this backend (hipMemcpyAsync
+//   waits when either side is pageable; copies with one side in a block go
+//   through pinned staging and do not wait);
+// - enqueue only, but can block when the hardware queue is full behind a
+//   host function: every other stream operation;
+// - never wait for work: event_query, pool_get_attributes, pool_stats,
+//   pool_trim (releases only blocks whose free has completed).
 #ifndef HIPLINE_RUNTIME_BACKEND_BACKEND_H_
 #define HIPLINE_RUNTIME_BACKEND_BACKEND_H_
 
@@ -139,8 +157,11 @@ typedef struct hl_backend_vtable_t {
   // RESOURCE_EXHAUSTED (the pool is not trimmed here; the caller decides).
   hl_status_t (*malloc_async)(hl_backend_t* backend, size_t size,
                               hl_backend_stream_t* stream, void** out_ptr);
-  // Frees in stream order: the block may be reused by |stream| at once and by
-  // other streams as the pool's reuse flags allow.
+  // Frees in stream order: the block is not reused before the work enqueued
+  // on |stream| so far has completed, whatever stream allocated it. (hip:
+  // ROCm lets the allocating stream reuse a freed block at once, so a free
+  // on another stream is enqueued on the allocating stream after a wait on
+  // an event of |stream|; other streams reuse it as the reuse flags allow.)
   hl_status_t (*free_async)(hl_backend_t* backend, void* ptr,
                             hl_backend_stream_t* stream);
   hl_status_t (*pool_set_attributes)(hl_backend_t* backend,
@@ -182,6 +203,18 @@ struct hl_backend_t {
   // functions so failed or cancelled work is skipped, and checked mode can
   // inspect every binding.
   bool host_visible_memory;
+  // Capabilities (false unless the backend sets them):
+  // - events_untimed: events are made without timing (hip:
+  //   hipEventDisableTiming); event_elapsed_ms fails with UNIMPLEMENTED.
+  // - injects_faults: the backend honours HIPLINE_FAULTS stream delays and
+  //   allocation failures (the host backend), so tests may count them.
+  // - host_functions_serialized: host functions of every stream run on one
+  //   thread and hold their stream until they return (hip: ROCm's callback
+  //   thread; the marker "Blocks AQL queue" in clr rocvirtual.cpp), so one
+  //   that waits on another queue's progress can stall or deadlock it.
+  bool events_untimed;
+  bool injects_faults;
+  bool host_functions_serialized;
   hl_allocator_t host_allocator;
 };
 

@@ -20,6 +20,7 @@ HL_HIP_PFN(OPTIONAL, hipError_t, hipRuntimeGetVersion, (int* version))
 // Devices.
 HL_HIP_PFN(REQUIRED, hipError_t, hipGetDeviceCount, (int* count))
 HL_HIP_PFN(REQUIRED, hipError_t, hipSetDevice, (int device))
+HL_HIP_PFN(REQUIRED, hipError_t, hipGetDevice, (int* device))
 HL_HIP_PFN(REQUIRED, hipError_t, hipDeviceGetName,
            (char* name, int length, int device))
 HL_HIP_PFN(REQUIRED, hipError_t, hipDeviceTotalMem,
@@ -66,7 +67,13 @@ HL_HIP_PFN(REQUIRED, hipError_t, hipMemcpyAsync,
 HL_HIP_PFN(REQUIRED, hipError_t, hipMemsetD32Async,
            (hipDeviceptr_t dst, int value, size_t count, hipStream_t stream))
 
-// Stream-ordered allocation (ROCm 5.1 and later).
+// Pinned host memory: the staging buffers that make host<->device copies
+// asynchronous (hipMemcpyAsync on pageable memory waits for the copy).
+HL_HIP_PFN(REQUIRED, hipError_t, hipHostMalloc,
+           (void** ptr, size_t size, unsigned int flags))
+HL_HIP_PFN(REQUIRED, hipError_t, hipHostFree, (void* ptr))
+
+// Stream-ordered allocation (exported from ROCm 5.2 on).
 HL_HIP_PFN(REQUIRED, hipError_t, hipMallocAsync,
            (void** ptr, size_t size, hipStream_t stream))
 HL_HIP_PFN(REQUIRED, hipError_t, hipFreeAsync, (void* ptr, hipStream_t stream))

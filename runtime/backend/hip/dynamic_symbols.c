@@ -15,6 +15,10 @@ static const char* const hl_hip_library_names[] = {
     "libamdhip64.so.6",
 };
 
+// HIP 5.2.0 as hipRuntimeGetVersion encodes it (major * 10^7 + minor *
+// 10^5 + patch).
+#define HL_HIP_MIN_VERSION 50200000
+
 static hl_hip_runtime_t hl_hip_runtime;
 static once_flag hl_hip_runtime_once = ONCE_FLAG_INIT;
 
@@ -59,7 +63,7 @@ static bool hl_hip_runtime_resolve(hl_hip_runtime_t* runtime, void* handle) {
     memcpy(&syms->name, &symbol, sizeof(syms->name));                        \
     if (!symbol && HL_HIP_PFN_IS_REQUIRED_##kind) {                          \
       snprintf(runtime->reason, sizeof(runtime->reason),                     \
-               "%s lacks the required symbol %s (ROCm 5.1 or later needed)", \
+               "%s lacks the required symbol %s (ROCm 5.2 or later needed)", \
                runtime->library, #name);                                     \
       return false;                                                          \
     }                                                                        \
@@ -95,6 +99,17 @@ static void hl_hip_runtime_load(void) {
              version / 10000000, (version / 100000) % 100, version % 100000);
   } else {
     snprintf(origin, sizeof(origin), "%s", runtime->library);
+  }
+
+  // The supported range: ROCm 5.2 (the first to export the stream-ordered
+  // allocator) and later. A library that reports an older version is
+  // refused even when it happens to export every symbol.
+  if (version > 0 && version < HL_HIP_MIN_VERSION) {
+    snprintf(runtime->reason, sizeof(runtime->reason),
+             "%s is older than the supported range: ROCm 5.2 or later "
+             "needed",
+             origin);
+    return;
   }
 
   // hipGetDeviceCount is asked even when hipInit fails: its answer

@@ -18,12 +18,32 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <threads.h>
 
 #include "runtime/backend/backend.h"
 #include "runtime/backend/hip/dynamic_symbols.h"
 #include "runtime/backend/hip/size_map.h"
 #include "runtime/backend/hip/status_util.h"
 #include "runtime/base/log.h"
+
+// Host<->device copies go through pinned staging chunks: hipMemcpyAsync on
+// pageable memory waits for the copy (clr hipamd/src/hip_memory.cpp,
+// ihipMemcpy: isHostAsync = false, then awaitCompletion), which deadlocks
+// when the caller holds a lock a stream callback needs. Chunks are powers of
+// two from 4 KiB to 4 MiB; a larger copy is split into 4 MiB pieces.
+#define HL_HIP_STAGING_MIN_SHIFT 12
+#define HL_HIP_STAGING_CLASSES 11
+#define HL_HIP_STAGING_MAX_BYTES \
+  ((size_t)1 << (HL_HIP_STAGING_MIN_SHIFT + HL_HIP_STAGING_CLASSES - 1))
+
+typedef struct hl_hip_staging_t {
+  struct hl_hip_staging_t* next;  // In the free list.
+  struct hl_hip_backend_t* backend;
+  void* pinned;  // hipHostMalloc'd, 1 << (MIN_SHIFT + size_class) bytes.
+  int size_class;
+  void* host;   // Device-to-host: where the chunk's bytes go.
+  size_t size;  // Bytes in use for the current copy.
+} hl_hip_staging_t;
 
 typedef struct hl_hip_backend_t {
   hl_backend_t base;  // Must be first: handles are cast to and from it.
@@ -43,7 +63,15 @@ typedef struct hl_hip_backend_t {
   _Atomic int64_t live_streams;
   _Atomic int64_t live_events;
   _Atomic int64_t live_modules;
-  hl_hip_size_map_t sizes;  // Live block -> size in bytes.
+  // Live block -> size in bytes and allocating stream.
+  hl_hip_size_map_t sizes;
+  // Serializes cross-stream frees against stream destruction, so a free
+  // never enqueues on a stream being destroyed.
+  mtx_t free_mutex;
+  // Pinned staging chunks, free lists by size class (HL_HIP_STAGING_*).
+  mtx_t staging_mutex;
+  struct hl_hip_staging_t* staging_free[HL_HIP_STAGING_CLASSES];
+  int64_t staging_live;  // Chunks allocated and not yet hipHostFree'd.
 } hl_hip_backend_t;
 
 // What an hl_backend_event_t points at in this backend.
@@ -61,6 +89,8 @@ typedef struct hl_hip_host_call_t {
 
 static const hl_backend_vtable_t hl_hip_backend_vtable;
 
+static void hl_hip_staging_deinitialize(hl_hip_backend_t* backend);
+
 static hl_hip_backend_t* hl_hip_backend_cast(hl_backend_t* backend) {
   return (hl_hip_backend_t*)backend;
 }
@@ -77,6 +107,41 @@ static hl_hip_event_t* hl_hip_event_cast(hl_backend_event_t* event) {
 static hl_status_t hl_hip_backend_make_current(hl_hip_backend_t* backend) {
   return HL_HIP_RESULT_TO_STATUS(backend->syms, hipSetDevice(backend->ordinal),
                                  "hipSetDevice(%d)", backend->ordinal);
+}
+
+// The calling thread's current device, saved while an entry point makes the
+// backend's device current and restored when it returns: ROCm binds streams,
+// events, pools and modules to the current device, and aborts in
+// hipModuleGetFunction when it is not the module's (clr
+// hipamd/src/hip_code_object.hpp, DynCO::CheckDeviceIdMatch), so every entry
+// that creates or looks up such an object runs on the backend's device, and
+// the caller's choice of device survives the call.
+typedef struct hl_hip_device_scope_t {
+  int previous;
+  bool changed;
+} hl_hip_device_scope_t;
+
+static hl_status_t hl_hip_scope_enter(hl_hip_backend_t* backend,
+                                      hl_hip_device_scope_t* scope) {
+  scope->previous = -1;
+  scope->changed = false;
+  HL_HIP_RETURN_IF_ERROR(backend->syms, hipGetDevice(&scope->previous),
+                         "hipGetDevice (before using device %d)",
+                         backend->ordinal);
+  if (scope->previous == backend->ordinal) return hl_ok_status();
+  HL_RETURN_IF_ERROR_PLAIN(hl_hip_backend_make_current(backend));
+  scope->changed = true;
+  return hl_ok_status();
+}
+
+static void hl_hip_scope_exit(hl_hip_backend_t* backend,
+                              const hl_hip_device_scope_t* scope) {
+  if (!scope->changed) return;
+  hipError_t error = backend->syms->hipSetDevice(scope->previous);
+  if (error != hipSuccess) {
+    HL_LOG_ERROR("hip backend: restoring the caller's device %d: %s",
+                 scope->previous, backend->syms->hipGetErrorName(error));
+  }
 }
 
 // Logs and frees a status from a call that cannot report failure.
@@ -258,7 +323,8 @@ static void hl_hip_backend_destroy(hl_backend_t* base) {
   if (!base) return;
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
   const hl_hip_dynamic_symbols_t* syms = backend->syms;
-  hl_hip_log_and_ignore(hl_hip_backend_make_current(backend), "destroy");
+  hl_hip_device_scope_t scope;
+  hl_status_t scope_status = hl_hip_scope_enter(backend, &scope);
   int64_t streams = atomic_load(&backend->live_streams);
   int64_t events = atomic_load(&backend->live_events);
   int64_t modules = atomic_load(&backend->live_modules);
@@ -291,6 +357,11 @@ static void hl_hip_backend_destroy(hl_backend_t* base) {
           "destroy");
     }
   }
+  hl_hip_staging_deinitialize(backend);
+  if (hl_status_is_ok(scope_status)) hl_hip_scope_exit(backend, &scope);
+  hl_hip_log_and_ignore(scope_status, "destroy");
+  mtx_destroy(&backend->free_mutex);
+  mtx_destroy(&backend->staging_mutex);
   hl_hip_size_map_deinitialize(&backend->sizes);
   hl_allocator_free(backend->base.host_allocator, backend);
 }
@@ -314,6 +385,8 @@ hl_status_t hl_hip_backend_create(int ordinal, hl_allocator_t allocator,
   backend->base.vtable = &hl_hip_backend_vtable;
   backend->base.kind = HL_BACKEND_HIP;
   backend->base.host_visible_memory = false;
+  backend->base.events_untimed = true;
+  backend->base.host_functions_serialized = true;
   backend->base.host_allocator = allocator;
   backend->syms = &runtime->syms;
   backend->ordinal = ordinal;
@@ -326,13 +399,32 @@ hl_status_t hl_hip_backend_create(int ordinal, hl_allocator_t allocator,
   atomic_init(&backend->live_streams, 0);
   atomic_init(&backend->live_events, 0);
   atomic_init(&backend->live_modules, 0);
+  mtx_init(&backend->free_mutex, mtx_plain);
+  mtx_init(&backend->staging_mutex, mtx_plain);
   hl_status_t status = hl_hip_size_map_initialize(allocator, &backend->sizes);
   if (!hl_status_is_ok(status)) {
+    mtx_destroy(&backend->free_mutex);
+    mtx_destroy(&backend->staging_mutex);
     hl_allocator_free(allocator, backend);
     return status;
   }
-  status = hl_hip_backend_make_current(backend);
-  if (hl_status_is_ok(status)) status = hl_hip_backend_pool_initialize(backend);
+  hl_hip_device_scope_t scope;
+  status = hl_hip_scope_enter(backend, &scope);
+  if (hl_status_is_ok(status)) {
+    status = hl_hip_backend_pool_initialize(backend);
+    if (hl_status_is_ok(status)) {
+      // The backend contract's default: keep freed memory (ROCm's default
+      // threshold, 0, releases it at every synchronization).
+      uint64_t keep_all = UINT64_MAX;
+      status = HL_HIP_RESULT_TO_STATUS(
+          backend->syms,
+          hipMemPoolSetAttribute(backend->pool, hipMemPoolAttrReleaseThreshold,
+                                 &keep_all),
+          "hipMemPoolSetAttribute(device %d, ReleaseThreshold, UINT64_MAX)",
+          backend->ordinal);
+    }
+    hl_hip_scope_exit(backend, &scope);
+  }
   if (!hl_status_is_ok(status)) {
     hl_hip_backend_destroy(&backend->base);
     return hl_status_annotate(status, "creating hip device %d", ordinal);
@@ -345,11 +437,10 @@ hl_status_t hl_hip_backend_create(int ordinal, hl_allocator_t allocator,
 // Streams
 //===----------------------------------------------------------------------===//
 
-static hl_status_t hl_hip_stream_create(hl_backend_t* base,
-                                        hl_backend_stream_t** out_stream) {
+static hl_status_t hl_hip_stream_create_on_device(
+    hl_backend_t* base, hl_backend_stream_t** out_stream) {
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
   *out_stream = NULL;
-  HL_RETURN_IF_ERROR_PLAIN(hl_hip_backend_make_current(backend));
   hipStream_t stream = NULL;
   HL_HIP_RETURN_IF_ERROR(
       backend->syms,
@@ -360,8 +451,8 @@ static hl_status_t hl_hip_stream_create(hl_backend_t* base,
   return hl_ok_status();
 }
 
-static void hl_hip_stream_destroy(hl_backend_t* base,
-                                  hl_backend_stream_t* stream) {
+static void hl_hip_stream_destroy_on_device(hl_backend_t* base,
+                                            hl_backend_stream_t* stream) {
   if (!stream) return;
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
   hipStream_t handle = hl_hip_stream_handle(stream);
@@ -389,23 +480,25 @@ static hl_status_t hl_hip_stream_synchronize(hl_backend_t* base,
 // Events
 //===----------------------------------------------------------------------===//
 
-static hl_status_t hl_hip_event_create(hl_backend_t* base,
-                                       hl_backend_event_t** out_event) {
+static hl_status_t hl_hip_event_create_on_device(
+    hl_backend_t* base, hl_backend_event_t** out_event) {
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
   *out_event = NULL;
-  HL_RETURN_IF_ERROR_PLAIN(hl_hip_backend_make_current(backend));
   void* memory = NULL;
   HL_RETURN_IF_ERROR(hl_allocator_calloc(backend->base.host_allocator,
                                          sizeof(hl_hip_event_t), &memory),
                      "creating an event on hip device %d", backend->ordinal);
   hl_hip_event_t* event = memory;
   atomic_init(&event->recorded, false);
-  // Timing stays enabled (no hipEventDisableTiming) so elapsed time works;
-  // blocking sync makes hipEventSynchronize sleep rather than spin.
+  // Timing is disabled: the layers above never read elapsed time, and a
+  // timed event costs ROCm a timestamp per record (events_untimed in
+  // backend.h). Blocking sync makes hipEventSynchronize sleep, not spin.
   hl_status_t status = HL_HIP_RESULT_TO_STATUS(
       backend->syms,
-      hipEventCreateWithFlags(&event->handle, HL_HIP_EVENT_BLOCKING_SYNC),
-      "hipEventCreateWithFlags(device %d, blocking sync)", backend->ordinal);
+      hipEventCreateWithFlags(&event->handle, HL_HIP_EVENT_BLOCKING_SYNC |
+                                                  HL_HIP_EVENT_DISABLE_TIMING),
+      "hipEventCreateWithFlags(device %d, blocking sync, timing disabled)",
+      backend->ordinal);
   if (!hl_status_is_ok(status)) {
     hl_allocator_free(backend->base.host_allocator, event);
     return status;
@@ -480,19 +573,13 @@ static hl_status_t hl_hip_event_elapsed_ms(hl_backend_t* base,
                                            hl_backend_event_t* base_end,
                                            float* out_ms) {
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
-  hl_hip_event_t* start = hl_hip_event_cast(base_start);
-  hl_hip_event_t* end = hl_hip_event_cast(base_end);
+  (void)base_start;
+  (void)base_end;
   *out_ms = 0.0f;
-  if (!hl_hip_event_was_recorded(start) || !hl_hip_event_was_recorded(end)) {
-    return HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
-                          "event_elapsed_ms on hip device %d: both events "
-                          "must have been recorded",
-                          backend->ordinal);
-  }
-  return HL_HIP_RESULT_TO_STATUS(
-      backend->syms, hipEventElapsedTime(out_ms, start->handle, end->handle),
-      "hipEventElapsedTime(start %p, end %p)", (void*)start->handle,
-      (void*)end->handle);
+  return HL_MAKE_STATUS(HL_STATUS_UNIMPLEMENTED,
+                        "event_elapsed_ms on hip device %d: events are made "
+                        "with hipEventDisableTiming (events_untimed)",
+                        backend->ordinal);
 }
 
 static hl_status_t hl_hip_stream_wait_event(hl_backend_t* base,
@@ -555,17 +642,165 @@ static hl_status_t hl_hip_launch_host_func(hl_backend_t* base,
   return status;
 }
 
+static int hl_hip_staging_class(size_t size) {
+  int size_class = 0;
+  while (((size_t)1 << (HL_HIP_STAGING_MIN_SHIFT + size_class)) < size) {
+    ++size_class;
+  }
+  return size_class;
+}
+
+// Takes a chunk of at least |size| bytes (<= HL_HIP_STAGING_MAX_BYTES) from
+// the free list, or pins a new one.
+static hl_status_t hl_hip_staging_acquire(hl_hip_backend_t* backend,
+                                          size_t size,
+                                          hl_hip_staging_t** out_chunk) {
+  int size_class = hl_hip_staging_class(size);
+  mtx_lock(&backend->staging_mutex);
+  hl_hip_staging_t* chunk = backend->staging_free[size_class];
+  if (chunk) backend->staging_free[size_class] = chunk->next;
+  mtx_unlock(&backend->staging_mutex);
+  if (!chunk) {
+    void* memory = NULL;
+    HL_RETURN_IF_ERROR(hl_allocator_calloc(backend->base.host_allocator,
+                                           sizeof(*chunk), &memory),
+                       "allocating a staging chunk record on hip device %d",
+                       backend->ordinal);
+    chunk = memory;
+    chunk->backend = backend;
+    chunk->size_class = size_class;
+    size_t bytes = (size_t)1 << (HL_HIP_STAGING_MIN_SHIFT + size_class);
+    hl_status_t status = HL_HIP_RESULT_TO_STATUS(
+        backend->syms, hipHostMalloc(&chunk->pinned, bytes, 0),
+        "hipHostMalloc(%zu-byte staging chunk, device %d)", bytes,
+        backend->ordinal);
+    if (!hl_status_is_ok(status)) {
+      hl_allocator_free(backend->base.host_allocator, chunk);
+      return status;
+    }
+    mtx_lock(&backend->staging_mutex);
+    ++backend->staging_live;
+    mtx_unlock(&backend->staging_mutex);
+  }
+  chunk->next = NULL;
+  chunk->host = NULL;
+  chunk->size = size;
+  *out_chunk = chunk;
+  return hl_ok_status();
+}
+
+static void hl_hip_staging_release(hl_hip_staging_t* chunk) {
+  hl_hip_backend_t* backend = chunk->backend;
+  mtx_lock(&backend->staging_mutex);
+  chunk->next = backend->staging_free[chunk->size_class];
+  backend->staging_free[chunk->size_class] = chunk;
+  mtx_unlock(&backend->staging_mutex);
+}
+
+// Stream-ordered host functions (no HIP calls: they may run on HIP's
+// callback thread). The device-to-host one delivers the bytes first.
+static void hl_hip_staging_release_fn(void* user) {
+  hl_hip_staging_release(user);
+}
+
+static void hl_hip_staging_deliver_fn(void* user) {
+  hl_hip_staging_t* chunk = user;
+  memcpy(chunk->host, chunk->pinned, chunk->size);
+  hl_hip_staging_release(chunk);
+}
+
+// Returns every free chunk to the system. In-flight chunks must be done
+// (the backend's streams are destroyed, so synchronized, first).
+static void hl_hip_staging_deinitialize(hl_hip_backend_t* backend) {
+  for (int c = 0; c < HL_HIP_STAGING_CLASSES; ++c) {
+    while (backend->staging_free[c]) {
+      hl_hip_staging_t* chunk = backend->staging_free[c];
+      backend->staging_free[c] = chunk->next;
+      hl_hip_log_and_ignore(HL_HIP_RESULT_TO_STATUS(
+                                backend->syms, hipHostFree(chunk->pinned),
+                                "hipHostFree(staging chunk %p)", chunk->pinned),
+                            "destroy");
+      hl_allocator_free(backend->base.host_allocator, chunk);
+      --backend->staging_live;
+    }
+  }
+  if (backend->staging_live) {
+    HL_LOG_WARN("hip device %d destroyed with %lld staging chunks in flight",
+                backend->ordinal, (long long)backend->staging_live);
+  }
+}
+
+// One piece (<= HL_HIP_STAGING_MAX_BYTES) of a copy with a host side.
+static hl_status_t hl_hip_memcpy_staged(hl_hip_backend_t* backend, char* dst,
+                                        const char* src, size_t size,
+                                        bool to_device,
+                                        hl_backend_stream_t* stream) {
+  hipStream_t handle = hl_hip_stream_handle(stream);
+  hl_hip_staging_t* chunk = NULL;
+  HL_RETURN_IF_ERROR_PLAIN(hl_hip_staging_acquire(backend, size, &chunk));
+  hl_status_t status;
+  if (to_device) {
+    // The host bytes are taken now: the caller's buffer is stable from the
+    // write's submission until its completion, and issue lies in between.
+    memcpy(chunk->pinned, src, size);
+    status = HL_HIP_RESULT_TO_STATUS(
+        backend->syms,
+        hipMemcpyAsync(dst, chunk->pinned, size, HL_HIP_MEMCPY_DEFAULT, handle),
+        "hipMemcpyAsync(%p <- staging %p, %zu bytes, stream %p)", (void*)dst,
+        chunk->pinned, size, (void*)handle);
+  } else {
+    chunk->host = dst;
+    status = HL_HIP_RESULT_TO_STATUS(
+        backend->syms,
+        hipMemcpyAsync(chunk->pinned, src, size, HL_HIP_MEMCPY_DEFAULT, handle),
+        "hipMemcpyAsync(staging %p <- %p, %zu bytes, stream %p)", chunk->pinned,
+        (const void*)src, size, (void*)handle);
+  }
+  if (!hl_status_is_ok(status)) {
+    hl_hip_staging_release(chunk);
+    return status;
+  }
+  status = hl_hip_launch_host_func(
+      &backend->base, stream,
+      to_device ? hl_hip_staging_release_fn : hl_hip_staging_deliver_fn, chunk);
+  if (!hl_status_is_ok(status)) {
+    // The copy is enqueued and may still read or write the chunk: leak it
+    // rather than reuse it (the stream is broken anyway).
+    HL_LOG_ERROR("hip device %d: leaking staging chunk %p", backend->ordinal,
+                 chunk->pinned);
+  }
+  return status;
+}
+
 static hl_status_t hl_hip_memcpy_async(hl_backend_t* base, void* dst,
                                        const void* src, size_t size,
                                        hl_backend_stream_t* stream) {
   if (size == 0) return hl_ok_status();
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
   hipStream_t handle = hl_hip_stream_handle(stream);
-  return HL_HIP_RESULT_TO_STATUS(
-      backend->syms,
-      hipMemcpyAsync(dst, src, size, HL_HIP_MEMCPY_DEFAULT, handle),
-      "hipMemcpyAsync(%p <- %p, %zu bytes, stream %p)", dst, src, size,
-      (void*)handle);
+  bool dst_device = hl_hip_size_map_contains_range(&backend->sizes, dst, size);
+  bool src_device = hl_hip_size_map_contains_range(&backend->sizes, src, size);
+  if (dst_device == src_device) {
+    // Device to device, or memory this backend did not allocate on either
+    // side (HIP infers the direction; such a copy may wait if pageable).
+    return HL_HIP_RESULT_TO_STATUS(
+        backend->syms,
+        hipMemcpyAsync(dst, src, size, HL_HIP_MEMCPY_DEFAULT, handle),
+        "hipMemcpyAsync(%p <- %p, %zu bytes, stream %p)", dst, src, size,
+        (void*)handle);
+  }
+  // Host memory on one side: through pinned staging, in pieces.
+  for (size_t offset = 0; offset < size;) {
+    size_t piece = size - offset;
+    if (piece > HL_HIP_STAGING_MAX_BYTES) piece = HL_HIP_STAGING_MAX_BYTES;
+    HL_RETURN_IF_ERROR(hl_hip_memcpy_staged(backend, (char*)dst + offset,
+                                            (const char*)src + offset, piece,
+                                            dst_device, stream),
+                       "copying bytes [%zu, %zu) of %zu through pinned staging",
+                       offset, offset + piece, size);
+    offset += piece;
+  }
+  return hl_ok_status();
 }
 
 static hl_status_t hl_hip_memset32_async(hl_backend_t* base, void* dst,
@@ -593,6 +828,33 @@ static hl_status_t hl_hip_memset32_async(hl_backend_t* base, void* dst,
 //===----------------------------------------------------------------------===//
 
 // Adds |size| to the bytes in use unless that would pass the limit.
+// With a limit set, the pool's reservation (blocks in use plus freed blocks
+// it keeps) is held under the limit too: ROCm reuses a freed block only
+// within 12.5% of the request (clr hip_mempool_impl.cpp, Heap::FindMemory),
+// so freed blocks of other sizes would otherwise add up past it. Freed
+// blocks whose free has completed are released to make room for |size|,
+// as the host backend trims its cache before reporting out of memory.
+static void hl_hip_backend_trim_for_limit(hl_hip_backend_t* backend,
+                                          size_t size) {
+  uint64_t limit =
+      atomic_load_explicit(&backend->limit_bytes, memory_order_relaxed);
+  if (!limit) return;
+  const hl_hip_dynamic_symbols_t* syms = backend->syms;
+  uint64_t reserved = 0;
+  if (syms->hipMemPoolGetAttribute(backend->pool,
+                                   hipMemPoolAttrReservedMemCurrent,
+                                   &reserved) != hipSuccess ||
+      reserved + size <= limit) {
+    return;
+  }
+  size_t keep = limit > size ? (size_t)(limit - size) : 0;
+  hl_hip_log_and_ignore(
+      HL_HIP_RESULT_TO_STATUS(syms, hipMemPoolTrimTo(backend->pool, keep),
+                              "hipMemPoolTrimTo(device %d, %zu bytes)",
+                              backend->ordinal, keep),
+      "malloc_async");
+}
+
 static hl_status_t hl_hip_backend_reserve(hl_hip_backend_t* backend,
                                           size_t size) {
   uint64_t limit =
@@ -618,9 +880,10 @@ static hl_status_t hl_hip_backend_reserve(hl_hip_backend_t* backend,
   }
 }
 
-static hl_status_t hl_hip_malloc_async(hl_backend_t* base, size_t size,
-                                       hl_backend_stream_t* stream,
-                                       void** out_ptr) {
+static hl_status_t hl_hip_malloc_async_on_device(hl_backend_t* base,
+                                                 size_t size,
+                                                 hl_backend_stream_t* stream,
+                                                 void** out_ptr) {
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
   const hl_hip_dynamic_symbols_t* syms = backend->syms;
   *out_ptr = NULL;
@@ -630,10 +893,11 @@ static hl_status_t hl_hip_malloc_async(hl_backend_t* base, size_t size,
                           backend->ordinal);
   }
   HL_RETURN_IF_ERROR_PLAIN(hl_hip_backend_reserve(backend, size));
+  hl_hip_backend_trim_for_limit(backend, size);
   hipStream_t handle = hl_hip_stream_handle(stream);
   void* ptr = NULL;
-  hl_status_t status = hl_hip_backend_make_current(backend);
-  if (hl_status_is_ok(status)) {
+  hl_status_t status = hl_ok_status();
+  {
     if (backend->owns_pool) {
       status = HL_HIP_RESULT_TO_STATUS(
           syms, hipMallocFromPoolAsync(&ptr, size, backend->pool, handle),
@@ -644,7 +908,7 @@ static hl_status_t hl_hip_malloc_async(hl_backend_t* base, size_t size,
     }
   }
   if (hl_status_is_ok(status)) {
-    status = hl_hip_size_map_insert(&backend->sizes, ptr, size);
+    status = hl_hip_size_map_insert_owned(&backend->sizes, ptr, size, handle);
     if (!hl_status_is_ok(status)) {
       hl_hip_log_and_ignore(
           HL_HIP_RESULT_TO_STATUS(syms, hipFreeAsync(ptr, handle),
@@ -664,27 +928,79 @@ static hl_status_t hl_hip_malloc_async(hl_backend_t* base, size_t size,
   return hl_ok_status();
 }
 
-static hl_status_t hl_hip_free_async(hl_backend_t* base, void* ptr,
-                                     hl_backend_stream_t* stream) {
+// Frees |ptr| after the work enqueued so far on |stream| when the block was
+// allocated on |owner|, another stream. ROCm lets the allocating stream
+// reuse a freed block at once, whatever stream freed it and whether or not
+// the free has executed (clr hipamd/src/hip_mempool_impl.hpp, IsSafeFind:
+// the allocating stream is in safe_streams_; AddSafeStream never adds the
+// freeing one). So the free goes to |owner|, after |owner| waits on an
+// event recorded on |stream| now: |owner|'s next allocations come after
+// the wait in its own order, and other streams reuse the block only once
+// the free's marker on |owner| has completed (opportunistic reuse), which
+// is after |stream|'s work too.
+static hl_status_t hl_hip_free_after(hl_hip_backend_t* backend, void* ptr,
+                                     hipStream_t owner, hipStream_t stream) {
+  const hl_hip_dynamic_symbols_t* syms = backend->syms;
+  hipEvent_t event = NULL;
+  HL_HIP_RETURN_IF_ERROR(
+      syms, hipEventCreateWithFlags(&event, HL_HIP_EVENT_DISABLE_TIMING),
+      "hipEventCreateWithFlags (cross-stream free of %p)", ptr);
+  hl_status_t status =
+      HL_HIP_RESULT_TO_STATUS(syms, hipEventRecord(event, stream),
+                              "hipEventRecord(stream %p)", (void*)stream);
+  if (hl_status_is_ok(status)) {
+    status = HL_HIP_RESULT_TO_STATUS(
+        syms, hipStreamWaitEvent(owner, event, 0),
+        "hipStreamWaitEvent(allocating stream %p, freeing stream %p)",
+        (void*)owner, (void*)stream);
+  }
+  // The wait holds what it needs: the event may go now (HIP defers the
+  // release of a recorded event until its work completes).
+  hl_hip_log_and_ignore(
+      HL_HIP_RESULT_TO_STATUS(syms, hipEventDestroy(event),
+                              "hipEventDestroy (cross-stream free)"),
+      "free_async");
+  if (!hl_status_is_ok(status)) return status;
+  return HL_HIP_RESULT_TO_STATUS(
+      syms, hipFreeAsync(ptr, owner),
+      "hipFreeAsync(%p, allocating stream %p, after stream %p)", ptr,
+      (void*)owner, (void*)stream);
+}
+
+static hl_status_t hl_hip_free_async_on_device(hl_backend_t* base, void* ptr,
+                                               hl_backend_stream_t* stream) {
   if (!ptr) return hl_ok_status();
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
+  hipStream_t handle = hl_hip_stream_handle(stream);
   uint64_t size = 0;
-  if (!hl_hip_size_map_remove(&backend->sizes, ptr, &size)) {
+  void* owner = NULL;
+  mtx_lock(&backend->free_mutex);
+  if (!hl_hip_size_map_remove_owned(&backend->sizes, ptr, &size, &owner)) {
+    mtx_unlock(&backend->free_mutex);
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "free_async(%p) on hip device %d: not a live "
                           "allocation of this device",
                           ptr, backend->ordinal);
   }
-  hipStream_t handle = hl_hip_stream_handle(stream);
-  hl_status_t status =
-      HL_HIP_RESULT_TO_STATUS(backend->syms, hipFreeAsync(ptr, handle),
-                              "hipFreeAsync(%p, %llu bytes, stream %p)", ptr,
-                              (unsigned long long)size, (void*)handle);
+  hl_status_t status;
+  if (owner && owner != (void*)handle) {
+    status = hl_hip_free_after(backend, ptr, (hipStream_t)owner, handle);
+  } else {
+    // Same stream, or the allocating stream is gone (its destruction
+    // synchronized it, and ROCm dropped it from the block's safe streams).
+    status =
+        HL_HIP_RESULT_TO_STATUS(backend->syms, hipFreeAsync(ptr, handle),
+                                "hipFreeAsync(%p, %llu bytes, stream %p)", ptr,
+                                (unsigned long long)size, (void*)handle);
+  }
   if (!hl_status_is_ok(status)) {
     // The block is still live; keep accounting for it.
-    hl_status_ignore(hl_hip_size_map_insert(&backend->sizes, ptr, size));
+    hl_status_ignore(
+        hl_hip_size_map_insert_owned(&backend->sizes, ptr, size, owner));
+    mtx_unlock(&backend->free_mutex);
     return status;
   }
+  mtx_unlock(&backend->free_mutex);
   atomic_fetch_sub(&backend->used_bytes, size);
   atomic_fetch_add(&backend->free_count, 1);
   return hl_ok_status();
@@ -706,7 +1022,7 @@ static const struct {
      "hipMemPoolReuseAllowInternalDependencies"},
 };
 
-static hl_status_t hl_hip_pool_set_attributes(
+static hl_status_t hl_hip_pool_set_attributes_on_device(
     hl_backend_t* base, const hl_pool_attributes_t* attrs) {
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
   const hl_hip_dynamic_symbols_t* syms = backend->syms;
@@ -717,7 +1033,6 @@ static hl_status_t hl_hip_pool_set_attributes(
                           (unsigned)attrs->reuse_flags, backend->ordinal,
                           (unsigned)HL_POOL_REUSE_ALL);
   }
-  HL_RETURN_IF_ERROR_PLAIN(hl_hip_backend_make_current(backend));
   uint64_t threshold = attrs->release_threshold;
   HL_HIP_RETURN_IF_ERROR(
       syms,
@@ -738,12 +1053,11 @@ static hl_status_t hl_hip_pool_set_attributes(
   return hl_ok_status();
 }
 
-static hl_status_t hl_hip_pool_get_attributes(hl_backend_t* base,
-                                              hl_pool_attributes_t* out) {
+static hl_status_t hl_hip_pool_get_attributes_on_device(
+    hl_backend_t* base, hl_pool_attributes_t* out) {
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
   const hl_hip_dynamic_symbols_t* syms = backend->syms;
   memset(out, 0, sizeof(*out));
-  HL_RETURN_IF_ERROR_PLAIN(hl_hip_backend_make_current(backend));
   uint64_t threshold = 0;
   HL_HIP_RETURN_IF_ERROR(
       syms,
@@ -767,23 +1081,21 @@ static hl_status_t hl_hip_pool_get_attributes(hl_backend_t* base,
   return hl_ok_status();
 }
 
-static hl_status_t hl_hip_pool_trim(hl_backend_t* base,
-                                    uint64_t min_bytes_to_keep) {
+static hl_status_t hl_hip_pool_trim_on_device(hl_backend_t* base,
+                                              uint64_t min_bytes_to_keep) {
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
   size_t keep =
       min_bytes_to_keep > SIZE_MAX ? SIZE_MAX : (size_t)min_bytes_to_keep;
-  HL_RETURN_IF_ERROR_PLAIN(hl_hip_backend_make_current(backend));
   return HL_HIP_RESULT_TO_STATUS(
       backend->syms, hipMemPoolTrimTo(backend->pool, keep),
       "hipMemPoolTrimTo(device %d, %zu bytes)", backend->ordinal, keep);
 }
 
-static hl_status_t hl_hip_pool_stats(hl_backend_t* base,
-                                     hl_backend_pool_stats_t* out) {
+static hl_status_t hl_hip_pool_stats_on_device(hl_backend_t* base,
+                                               hl_backend_pool_stats_t* out) {
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
   const hl_hip_dynamic_symbols_t* syms = backend->syms;
   memset(out, 0, sizeof(*out));
-  HL_RETURN_IF_ERROR_PLAIN(hl_hip_backend_make_current(backend));
   uint64_t reserved = 0, reserved_high = 0;
   HL_HIP_RETURN_IF_ERROR(
       syms,
@@ -813,9 +1125,9 @@ static hl_status_t hl_hip_pool_stats(hl_backend_t* base,
 // Modules and kernels
 //===----------------------------------------------------------------------===//
 
-static hl_status_t hl_hip_module_load(hl_backend_t* base, const void* image,
-                                      size_t size,
-                                      hl_backend_module_t** out_module) {
+static hl_status_t hl_hip_module_load_on_device(
+    hl_backend_t* base, const void* image, size_t size,
+    hl_backend_module_t** out_module) {
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
   *out_module = NULL;
   if (!image || size == 0) {
@@ -823,7 +1135,6 @@ static hl_status_t hl_hip_module_load(hl_backend_t* base, const void* image,
                           "module_load on hip device %d: empty code object",
                           backend->ordinal);
   }
-  HL_RETURN_IF_ERROR_PLAIN(hl_hip_backend_make_current(backend));
   hipModule_t module = NULL;
   HL_HIP_RETURN_IF_ERROR(backend->syms, hipModuleLoadData(&module, image),
                          "hipModuleLoadData(%zu-byte code object, device %d)",
@@ -844,7 +1155,7 @@ static void hl_hip_module_unload(hl_backend_t* base,
   atomic_fetch_sub(&backend->live_modules, 1);
 }
 
-static hl_status_t hl_hip_module_get_function(
+static hl_status_t hl_hip_module_get_function_on_device(
     hl_backend_t* base, hl_backend_module_t* module, const char* name,
     hl_backend_function_t** out_function) {
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
@@ -880,6 +1191,97 @@ static hl_status_t hl_hip_launch_kernel(hl_backend_t* base,
       (void*)function, (unsigned)g->x, (unsigned)g->y, (unsigned)g->z,
       (unsigned)b->x, (unsigned)b->y, (unsigned)b->z,
       (unsigned)config->shared_bytes, (void*)handle);
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points that run on the backend's device (see hl_hip_scope_enter)
+//===----------------------------------------------------------------------===//
+
+#define HL_HIP_ON_DEVICE(backend, call)                       \
+  hl_hip_backend_t* hl_b_ = hl_hip_backend_cast(backend);     \
+  hl_hip_device_scope_t hl_scope_;                            \
+  hl_status_t hl_st_ = hl_hip_scope_enter(hl_b_, &hl_scope_); \
+  if (hl_status_is_ok(hl_st_)) {                              \
+    hl_st_ = call;                                            \
+    hl_hip_scope_exit(hl_b_, &hl_scope_);                     \
+  }                                                           \
+  return hl_st_
+
+static hl_status_t hl_hip_stream_create(hl_backend_t* base,
+                                        hl_backend_stream_t** out_stream) {
+  *out_stream = NULL;
+  HL_HIP_ON_DEVICE(base, hl_hip_stream_create_on_device(base, out_stream));
+}
+
+static void hl_hip_stream_destroy(hl_backend_t* base,
+                                  hl_backend_stream_t* stream) {
+  if (!stream) return;
+  hl_hip_backend_t* backend = hl_hip_backend_cast(base);
+  // Blocks this stream allocated are freed on their freeing stream from now
+  // on (see hl_hip_free_after).
+  mtx_lock(&backend->free_mutex);
+  hl_hip_size_map_clear_owner(&backend->sizes, stream);
+  mtx_unlock(&backend->free_mutex);
+  hl_hip_device_scope_t scope;
+  hl_status_t status = hl_hip_scope_enter(backend, &scope);
+  hl_hip_stream_destroy_on_device(base, stream);
+  if (hl_status_is_ok(status)) hl_hip_scope_exit(backend, &scope);
+  hl_hip_log_and_ignore(status, "stream_destroy");
+}
+
+static hl_status_t hl_hip_event_create(hl_backend_t* base,
+                                       hl_backend_event_t** out_event) {
+  *out_event = NULL;
+  HL_HIP_ON_DEVICE(base, hl_hip_event_create_on_device(base, out_event));
+}
+
+static hl_status_t hl_hip_malloc_async(hl_backend_t* base, size_t size,
+                                       hl_backend_stream_t* stream,
+                                       void** out_ptr) {
+  *out_ptr = NULL;
+  HL_HIP_ON_DEVICE(base,
+                   hl_hip_malloc_async_on_device(base, size, stream, out_ptr));
+}
+
+static hl_status_t hl_hip_free_async(hl_backend_t* base, void* ptr,
+                                     hl_backend_stream_t* stream) {
+  HL_HIP_ON_DEVICE(base, hl_hip_free_async_on_device(base, ptr, stream));
+}
+
+static hl_status_t hl_hip_pool_set_attributes(
+    hl_backend_t* base, const hl_pool_attributes_t* attrs) {
+  HL_HIP_ON_DEVICE(base, hl_hip_pool_set_attributes_on_device(base, attrs));
+}
+
+static hl_status_t hl_hip_pool_get_attributes(hl_backend_t* base,
+                                              hl_pool_attributes_t* out) {
+  HL_HIP_ON_DEVICE(base, hl_hip_pool_get_attributes_on_device(base, out));
+}
+
+static hl_status_t hl_hip_pool_trim(hl_backend_t* base,
+                                    uint64_t min_bytes_to_keep) {
+  HL_HIP_ON_DEVICE(base, hl_hip_pool_trim_on_device(base, min_bytes_to_keep));
+}
+
+static hl_status_t hl_hip_pool_stats(hl_backend_t* base,
+                                     hl_backend_pool_stats_t* out) {
+  HL_HIP_ON_DEVICE(base, hl_hip_pool_stats_on_device(base, out));
+}
+
+static hl_status_t hl_hip_module_load(hl_backend_t* base, const void* image,
+                                      size_t size,
+                                      hl_backend_module_t** out_module) {
+  *out_module = NULL;
+  HL_HIP_ON_DEVICE(base,
+                   hl_hip_module_load_on_device(base, image, size, out_module));
+}
+
+static hl_status_t hl_hip_module_get_function(
+    hl_backend_t* base, hl_backend_module_t* module, const char* name,
+    hl_backend_function_t** out_function) {
+  *out_function = NULL;
+  HL_HIP_ON_DEVICE(base, hl_hip_module_get_function_on_device(
+                             base, module, name, out_function));
 }
 
 static void hl_hip_live_counts(hl_backend_t* base, hl_backend_counts_t* out) {

@@ -41,6 +41,7 @@ typedef void (*hipStreamCallback_t)(hipStream_t stream, hipError_t status,
 #define HL_HIP_STREAM_NON_BLOCKING 0x01u
 #define HL_HIP_EVENT_DEFAULT 0x0u
 #define HL_HIP_EVENT_BLOCKING_SYNC 0x1u
+#define HL_HIP_EVENT_DISABLE_TIMING 0x2u
 
 // hipMemcpyKind: hipMemcpyDefault infers the direction from the pointers.
 #define HL_HIP_MEMCPY_DEFAULT 4

@@ -31,12 +31,11 @@ void hl_hip_size_map_deinitialize(hl_hip_size_map_t* map) {
 
 // Places |key| in |entries| (which has room and does not hold it).
 static void hl_hip_size_map_place(hl_hip_size_map_entry_t* entries,
-                                  size_t capacity, uintptr_t key,
-                                  uint64_t size) {
-  size_t i = hl_hip_size_map_slot(key, capacity);
+                                  size_t capacity,
+                                  hl_hip_size_map_entry_t entry) {
+  size_t i = hl_hip_size_map_slot(entry.key, capacity);
   while (entries[i].key) i = (i + 1) & (capacity - 1);
-  entries[i].key = key;
-  entries[i].size = size;
+  entries[i] = entry;
 }
 
 // Doubles the table (or creates it). Called with the mutex held.
@@ -50,8 +49,7 @@ static hl_status_t hl_hip_size_map_grow(hl_hip_size_map_t* map) {
   hl_hip_size_map_entry_t* entries = memory;
   for (size_t i = 0; i < map->capacity; ++i) {
     if (map->entries[i].key) {
-      hl_hip_size_map_place(entries, capacity, map->entries[i].key,
-                            map->entries[i].size);
+      hl_hip_size_map_place(entries, capacity, map->entries[i]);
     }
   }
   hl_allocator_free(map->allocator, map->entries);
@@ -62,11 +60,18 @@ static hl_status_t hl_hip_size_map_grow(hl_hip_size_map_t* map) {
 
 hl_status_t hl_hip_size_map_insert(hl_hip_size_map_t* map, const void* ptr,
                                    uint64_t size) {
+  return hl_hip_size_map_insert_owned(map, ptr, size, NULL);
+}
+
+hl_status_t hl_hip_size_map_insert_owned(hl_hip_size_map_t* map,
+                                         const void* ptr, uint64_t size,
+                                         void* owner) {
   hl_status_t status = hl_ok_status();
   mtx_lock(&map->mutex);
   if ((map->count + 1) * 2 > map->capacity) status = hl_hip_size_map_grow(map);
   if (hl_status_is_ok(status)) {
-    hl_hip_size_map_place(map->entries, map->capacity, (uintptr_t)ptr, size);
+    hl_hip_size_map_entry_t entry = {(uintptr_t)ptr, size, owner};
+    hl_hip_size_map_place(map->entries, map->capacity, entry);
     ++map->count;
   }
   mtx_unlock(&map->mutex);
@@ -75,6 +80,12 @@ hl_status_t hl_hip_size_map_insert(hl_hip_size_map_t* map, const void* ptr,
 
 bool hl_hip_size_map_remove(hl_hip_size_map_t* map, const void* ptr,
                             uint64_t* out_size) {
+  void* owner = NULL;
+  return hl_hip_size_map_remove_owned(map, ptr, out_size, &owner);
+}
+
+bool hl_hip_size_map_remove_owned(hl_hip_size_map_t* map, const void* ptr,
+                                  uint64_t* out_size, void** out_owner) {
   uintptr_t key = (uintptr_t)ptr;
   bool found = false;
   mtx_lock(&map->mutex);
@@ -87,6 +98,7 @@ bool hl_hip_size_map_remove(hl_hip_size_map_t* map, const void* ptr,
     if (map->entries[i].key == key) {
       found = true;
       *out_size = map->entries[i].size;
+      *out_owner = map->entries[i].owner;
       // Backward-shift deletion: pull later entries of the probe run into
       // the hole when their home slot does not lie between the hole and
       // their current slot, so lookups never need tombstones.
@@ -105,6 +117,7 @@ bool hl_hip_size_map_remove(hl_hip_size_map_t* map, const void* ptr,
       }
       map->entries[hole].key = 0;
       map->entries[hole].size = 0;
+      map->entries[hole].owner = NULL;
       --map->count;
     }
   }
@@ -117,4 +130,28 @@ size_t hl_hip_size_map_count(hl_hip_size_map_t* map) {
   size_t count = map->count;
   mtx_unlock(&map->mutex);
   return count;
+}
+
+bool hl_hip_size_map_contains_range(hl_hip_size_map_t* map, const void* ptr,
+                                    size_t size) {
+  uintptr_t p = (uintptr_t)ptr;
+  bool found = false;
+  mtx_lock(&map->mutex);
+  for (size_t i = 0; i < map->capacity && !found; ++i) {
+    uintptr_t key = map->entries[i].key;
+    found = key && p >= key && p - key <= map->entries[i].size &&
+            size <= map->entries[i].size - (p - key);
+  }
+  mtx_unlock(&map->mutex);
+  return found;
+}
+
+void hl_hip_size_map_clear_owner(hl_hip_size_map_t* map, const void* owner) {
+  mtx_lock(&map->mutex);
+  for (size_t i = 0; i < map->capacity; ++i) {
+    if (map->entries[i].key && map->entries[i].owner == owner) {
+      map->entries[i].owner = NULL;
+    }
+  }
+  mtx_unlock(&map->mutex);
 }

@@ -18,6 +18,7 @@
 typedef struct hl_hip_size_map_entry_t {
   uintptr_t key;  // 0 marks an empty slot (NULL is never inserted).
   uint64_t size;
+  void* owner;  // The stream that allocated the block; NULL when gone.
 } hl_hip_size_map_entry_t;
 
 typedef struct hl_hip_size_map_t {
@@ -44,6 +45,21 @@ hl_status_t hl_hip_size_map_insert(hl_hip_size_map_t* map, const void* ptr,
 // *out_size alone) when |ptr| is not in the map.
 bool hl_hip_size_map_remove(hl_hip_size_map_t* map, const void* ptr,
                             uint64_t* out_size);
+
+// As insert and remove, with the block's owner (its allocating stream).
+hl_status_t hl_hip_size_map_insert_owned(hl_hip_size_map_t* map,
+                                         const void* ptr, uint64_t size,
+                                         void* owner);
+bool hl_hip_size_map_remove_owned(hl_hip_size_map_t* map, const void* ptr,
+                                  uint64_t* out_size, void** out_owner);
+
+// Whether [ptr, ptr + size) lies inside one live block. A scan of the whole
+// table: O(capacity).
+bool hl_hip_size_map_contains_range(hl_hip_size_map_t* map, const void* ptr,
+                                    size_t size);
+
+// Sets the owner of every block owned by |owner| to NULL.
+void hl_hip_size_map_clear_owner(hl_hip_size_map_t* map, const void* owner);
 
 // Returns the number of entries.
 size_t hl_hip_size_map_count(hl_hip_size_map_t* map);

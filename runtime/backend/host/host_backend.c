@@ -383,6 +383,7 @@ hl_status_t hl_host_backend_create(int ordinal, hl_allocator_t allocator,
   device->base.vtable = &hl_host_vtable;
   device->base.kind = HL_BACKEND_HOST;
   device->base.host_visible_memory = true;
+  device->base.injects_faults = true;
   device->base.host_allocator = allocator;
   device->ordinal = ordinal;
   device->memory_bytes = props.memory_bytes;
