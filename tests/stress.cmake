@@ -6,7 +6,8 @@ if(TARGET hipline-stress)
   find_package(Python3 COMPONENTS Interpreter)
   if(Python3_Interpreter_FOUND)
     foreach(case env-no-alias-0 no-alias-1 matrix-json checked replay-traces
-                 replay-csv malformed-log bad-flags plot)
+                 replay-csv malformed-log bad-flags plot
+                 silent-failures)
       add_test(NAME stress_${case}
         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/stress_check.py
                 --stress $<TARGET_FILE:hipline-stress>

@@ -16,6 +16,9 @@ Cases:
   malformed-log    a bad line names the file and the line number.
   bad-flags        every flag's bad value exits 2 naming flag and value.
   plot             tools/hipline-plot writes PNGs (77 without gnuplot).
+  silent-failures  failed allocations (faults, the pool limit) and failed
+                   submissions end the run with exit 1 naming the first
+                   error; nothing unverified counts as verified.
 Exit 0 on success, 1 on failure, 77 to skip.
 """
 
@@ -193,6 +196,64 @@ def case_malformed_log(a):
     check("does-not-exist.csv" in proc.stderr, "missing file not named")
 
 
+RMM_HEADER = "Thread,Time,Action,Pointer,Size,Stream\n"
+
+
+def write_log(path, sizes):
+    """An RMM CSV allocating every size of |sizes| (all live), then freeing."""
+    with open(path, "w") as f:
+        f.write(RMM_HEADER)
+        for i, size in enumerate(sizes):
+            f.write("1,0:00:00.%06d,allocate,0x%x,%d,0\n" %
+                    (i + 1, (i + 1) << 12, size))
+        for i, size in enumerate(sizes):
+            f.write("1,0:00:01.%06d,free,0x%x,%d,0\n" %
+                    (i + 1, (i + 1) << 12, size))
+    return path
+
+
+def expect_failed_run(a, args, env, needle, name):
+    """Runs |args| expecting exit 1, the first error named on stderr and in
+    the JSON's error field, and no verification counted that did not run."""
+    out = os.path.join(a.work, name + ".json")
+    if os.path.exists(out):
+        os.unlink(out)
+    proc = run(args + ["--json", out, "--backend", "host"], a.stress, env,
+               expect=1)
+    check(needle in proc.stderr,
+          "%s: first error (%r) not named: %r" % (name, needle, proc.stderr))
+    (r,) = load(out)
+    check(needle in r["error"], "%s: JSON error %r" % (name, r["error"]))
+    check(r["verify_failures"] <= r["verified"],
+          "%s: %d verification failures out of %d verifications" %
+          (name, r["verify_failures"], r["verified"]))
+    return r
+
+
+def case_silent_failures(a):
+    # Every allocation fails: not "verified, 0 failures".
+    r = expect_failed_run(a, ["--workload", "serving", "--iterations", "30"],
+                          {"HIPLINE_FAULTS": "alloc_fail_every=1"},
+                          "alloc_fail_every", "alloc-fail")
+    check(r["ooms"] > 0, "ooms not counted")
+    check(r["verified"] == 0, "verified %d with no allocation" % r["verified"])
+    # Two live 8 GiB allocations exceed the host pool's limit; 2^48 bytes too.
+    big = write_log(os.path.join(a.work, "big.csv"), [8 << 30, 8 << 30])
+    r = expect_failed_run(a, [big], None, "does not fit", "replay-big")
+    check(r["ooms"] == 1, "ooms %d" % r["ooms"])
+    huge = write_log(os.path.join(a.work, "huge.csv"), [1 << 48])
+    expect_failed_run(a, [huge], None, "281474976710656 bytes", "replay-huge")
+    # Injected submission failures: the counter is not read as garbage.
+    r = expect_failed_run(a, ["--workload", "random", "--iterations", "20"],
+                          {"HIPLINE_FAULTS": "fail_submission_every=2"},
+                          "injected by HIPLINE_FAULTS", "fail-submission")
+    check(r["failed_submissions"] > 0, "failed submissions not counted")
+    check(r["verify_failures"] == 0, "garbage verification failures")
+    # The same workloads without faults pass.
+    run(["--workload", "random", "--iterations", "20", "--backend", "host"],
+        a.stress)
+
+
 BAD_VALUES = [
     ("--workload", "bogus", "random"),
     ("--alloc", "maybe", "async"),
@@ -270,6 +331,7 @@ CASES = {
     "malformed-log": case_malformed_log,
     "bad-flags": case_bad_flags,
     "plot": case_plot,
+    "silent-failures": case_silent_failures,
 }
 
 

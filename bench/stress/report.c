@@ -145,12 +145,14 @@ static void json_result(FILE* f, const stress_result_t* r) {
           (unsigned long long)r->sync_imports,
           (unsigned long long)r->alias_detected,
           (unsigned long long)r->fallback_releases);
-  fprintf(f,
-          "   \"verified\": %llu, \"verify_failures\": %llu, "
-          "\"use_after_free\": %llu",
-          (unsigned long long)r->verified,
-          (unsigned long long)r->verify_failures,
-          (unsigned long long)r->use_after_free);
+  fprintf(
+      f,
+      "   \"verified\": %llu, \"verify_failures\": %llu, "
+      "\"unverified\": %llu, \"use_after_free\": %llu, "
+      "\"failed_submissions\": %llu, \"ooms\": %llu",
+      (unsigned long long)r->verified, (unsigned long long)r->verify_failures,
+      (unsigned long long)r->unverified, (unsigned long long)r->use_after_free,
+      (unsigned long long)r->failed_submissions, (unsigned long long)r->ooms);
   if (r->workload == STRESS_WORKLOAD_MULTISTREAM) {
     fprintf(f, ",\n   \"single_queue_seconds\": %.6f, \"queue_scaling\": %.4f",
             r->single_queue_seconds, r->queue_scaling);

@@ -214,10 +214,15 @@ hl_status_t stress_run_alloc(stress_run_t* run, uint32_t queue_index,
                              uint64_t size, hl_buffer_t** out_buffer) {
   hl_queue_t* queue = run->queues[queue_index];
   if (run->policy.alloc == STRESS_ALLOC_ASYNC) {
-    return hl_queue_alloca(queue, NULL, NULL, size, 0, out_buffer);
+    return hl_queue_alloca(queue, NULL,
+                           stress_oracle_signal(run->oracle, queue_index, NULL),
+                           size, 0, out_buffer);
   }
-  HL_RETURN_IF_ERROR_PLAIN(hl_queue_alloca(
-      queue, NULL, stress_run_sync_fence(run), size, 0, out_buffer));
+  HL_RETURN_IF_ERROR_PLAIN(
+      hl_queue_alloca(queue, NULL,
+                      stress_oracle_signal(run->oracle, queue_index,
+                                           stress_run_sync_fence(run)),
+                      size, 0, out_buffer));
   return stress_run_sync_wait(run);
 }
 
@@ -226,13 +231,19 @@ hl_status_t stress_run_free(stress_run_t* run, uint32_t queue_index,
   hl_queue_t* queue = run->queues[queue_index];
   hl_status_t st = NULL;
   if (run->policy.alloc == STRESS_ALLOC_ASYNC) {
-    st = hl_queue_dealloca(queue, NULL, NULL, buffer);
+    st = hl_queue_dealloca(queue, NULL,
+                           stress_oracle_signal(run->oracle, queue_index, NULL),
+                           buffer);
   } else {
     // The naive baseline: nothing knows when the memory was last used, so
     // the whole device drains before the free.
     st = hl_device_wait_idle(run->device, HL_INFINITE_FUTURE);
-    if (!st)
-      st = hl_queue_dealloca(queue, NULL, stress_run_sync_fence(run), buffer);
+    if (!st) {
+      st = hl_queue_dealloca(queue, NULL,
+                             stress_oracle_signal(run->oracle, queue_index,
+                                                  stress_run_sync_fence(run)),
+                             buffer);
+    }
     if (!st) st = stress_run_sync_wait(run);
   }
   hl_buffer_release(buffer);
@@ -248,16 +259,28 @@ hl_status_t stress_run_finish(stress_run_t* run, hl_time_t start, hl_time_t end,
   r->p50_us = stress_latency_quantile_us(&run->latency, 0.50);
   r->p99_us = stress_latency_quantile_us(&run->latency, 0.99);
 
+  // The first failure the run saw is its error: the device, a failed queue,
+  // then the first failed submission (the watch semaphores), then failures
+  // only the counters show.
   hl_status_t st = hl_device_wait_idle(run->device, HL_INFINITE_FUTURE);
   for (uint32_t i = 0; i < run->queue_count; ++i) {
     st = hl_status_join(st, hl_queue_status(run->queues[i]));
   }
-  if (!st && run->oracle) {
-    uint64_t failures = 0, verified = 0;
-    st = stress_oracle_collect(run->oracle, &failures, &verified);
+  if (run->oracle) {
+    uint64_t failures = 0, verified = 0, unverified = 0;
+    st = hl_status_join(st, stress_oracle_collect(run->oracle, &failures,
+                                                  &verified, &unverified));
     r->verify_failures += failures;
     r->verified += verified;
+    r->unverified += unverified;
   }
+  uint64_t failed = 0;
+  for (uint32_t i = 0; i < run->queue_count; ++i) {
+    hl_queue_stats_t qs;
+    hl_queue_stats(run->queues[i], &qs);
+    failed += qs.failed;
+  }
+  r->failed_submissions += failed;
 
   hl_memory_stats_t mem;
   hl_status_t mst = hl_device_memory_stats(run->device, &mem);
@@ -267,8 +290,25 @@ hl_status_t stress_run_finish(stress_run_t* run, hl_time_t start, hl_time_t end,
     r->fallback_releases =
         mem.fallback_releases_frontier + mem.fallback_releases_device_sync;
     r->use_after_free = mem.use_after_free;
+    r->ooms += mem.ooms;
   }
   st = hl_status_join(st, mst);
+  if (!st && failed) {
+    st = HL_MAKE_STATUS(HL_STATUS_INTERNAL, "%llu queue submissions failed",
+                        (unsigned long long)failed);
+  }
+  if (!st && !mst && mem.ooms) {
+    st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                        "the pool failed %llu allocations",
+                        (unsigned long long)mem.ooms);
+  }
+  if (st && (failed || (!mst && mem.ooms))) {
+    st = hl_status_annotate(st,
+                            "%llu failed submissions, %llu failed "
+                            "allocations; first failure",
+                            (unsigned long long)failed,
+                            (unsigned long long)(mst ? 0 : mem.ooms));
+  }
   hl_invocation_stats_t inv;
   hl_status_t ist = hl_device_invocation_stats(run->device, &inv);
   if (!ist) {

@@ -112,7 +112,10 @@ typedef struct stress_result_t {
   uint64_t fallback_releases;
   uint64_t verified;
   uint64_t verify_failures;
+  uint64_t unverified;  // Verifications voided by a failed submission.
   uint64_t use_after_free;
+  uint64_t failed_submissions;  // hl_queue_stats failed, all queues.
+  uint64_t ooms;                // The pool's failed allocations.
   // multistream: seconds with one queue and the ratio K queues / 1 queue.
   double single_queue_seconds;
   double queue_scaling;
@@ -143,10 +146,21 @@ hl_status_t stress_oracle_verify(stress_oracle_t* oracle, uint32_t queue_index,
                                  const hl_fence_t* wait_fence,
                                  const hl_fence_t* signal_fence,
                                  hl_buffer_t* buffer, uint32_t seed);
-// Waits for every queue and returns the mismatches and verifications so far.
+// The signal fence for a submission on queue |queue_index|: the queue's
+// watch semaphore (which keeps the first failure of any submission made
+// with it) plus the pairs of |also| (may be NULL). Valid until the next call
+// for the same queue.
+const hl_fence_t* stress_oracle_signal(stress_oracle_t* oracle,
+                                       uint32_t queue_index,
+                                       const hl_fence_t* also);
+// Waits for every queue and returns the mismatches and the verifications
+// really made. Returns the first failure of a submission on any queue; the
+// verifications of a queue that saw one count as |out_unverified| instead
+// (its counter cannot be trusted).
 hl_status_t stress_oracle_collect(stress_oracle_t* oracle,
                                   uint64_t* out_failures,
-                                  uint64_t* out_verified);
+                                  uint64_t* out_verified,
+                                  uint64_t* out_unverified);
 // Keeps queue |queue_index| busy for about |ns| (hl_queue_spin).
 hl_status_t stress_oracle_spin(stress_oracle_t* oracle, uint32_t queue_index,
                                uint64_t ns);

@@ -82,8 +82,10 @@ static hl_status_t serving_alloc(serving_t* s, serving_request_t* req,
   if (run->policy.alloc == STRESS_ALLOC_SYNC) {
     return stress_run_alloc(run, req->queue_index, size, out_buffer);
   }
-  hl_status_t st = hl_queue_alloca(run->queues[req->queue_index], *wait, NULL,
-                                   size, 0, out_buffer);
+  hl_status_t st =
+      hl_queue_alloca(run->queues[req->queue_index], *wait,
+                      stress_oracle_signal(run->oracle, req->queue_index, NULL),
+                      size, 0, out_buffer);
   *wait = NULL;
   return st;
 }
@@ -155,7 +157,10 @@ static hl_status_t serving_step_fn(void* user, hl_queue_t* queue,
       req->next_seeds[last] = s->global_seed;
     }
   }
-  if (!st) st = hl_queue_barrier(queue, wait, signal_fence);
+  if (!st) {
+    st = hl_queue_barrier(queue, wait,
+                          stress_oracle_signal(run->oracle, qi, signal_fence));
+  }
 
   // The frame now holds this call's allocations instead of the last call's.
   serving_frame_release(req);
