@@ -67,6 +67,9 @@ void stress_report_table(FILE* out, const stress_result_t* results,
                                             (double)r->log_peak_live_bytes
                                       : 0.0);
     }
+    if (r->partial) {
+      snprintf(notes, sizeof(notes), "PARTIAL (interrupted)");
+    }
     if (r->error[0]) {
       snprintf(notes, sizeof(notes), "FAILED (see stderr)");
     }
@@ -168,7 +171,8 @@ static void json_result(FILE* f, const stress_result_t* r) {
                                          (double)r->log_peak_live_bytes
                                    : 0.0);
   }
-  fprintf(f, ",\n   \"error\": ");
+  fprintf(f,
+          ",\n   \"partial\": %s, \"error\": ", r->partial ? "true" : "false");
   json_string(f, r->error);
   fprintf(f, "}");
 }
@@ -187,9 +191,16 @@ hl_status_t stress_report_json(const char* path, const stress_result_t* results,
     fprintf(f, "%s\n", i + 1 < count ? "," : "");
   }
   if (count != 1) fprintf(f, "]\n");
-  if (fclose(f) != 0) {
-    return HL_MAKE_STATUS(HL_STATUS_DATA_LOSS, "writing '%s': %s", path,
-                          strerror(errno));
+  int failed = ferror(f);
+  int saved = errno;
+  if (fclose(f) != 0 && !failed) {
+    failed = 1;
+    saved = errno;
+  }
+  if (failed) {
+    return HL_MAKE_STATUS(HL_STATUS_DATA_LOSS,
+                          "writing the JSON file '%s' failed: %s", path,
+                          strerror(saved));
   }
   return hl_ok_status();
 }

@@ -9,6 +9,7 @@
 #ifndef HIPLINE_BENCH_STRESS_STRESS_H_
 #define HIPLINE_BENCH_STRESS_STRESS_H_
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,7 +64,9 @@ typedef struct stress_options_t {
   bool aliasing_set;
   uint64_t spin_ns;
   const char* json_path;
-  const char* trace_path;
+  const char* trace_path;  // --trace, else HIPLINE_TRACE (see main.c).
+  bool trace_from_env;     // |trace_path| is HIPLINE_TRACE.
+  uint64_t trace_events;   // --trace-events (0: the default).
   const char* log_path;
   bool quiet;  // No table (JSON only).
 } stress_options_t;
@@ -123,6 +126,8 @@ typedef struct stress_result_t {
   uint64_t log_events;
   uint64_t log_peak_live_bytes;
   uint64_t log_peak_live_count;
+  // The run was cut short by SIGINT or SIGTERM.
+  bool partial;
   // A failure that ended the run early ("" when none).
   char error[512];
 } stress_result_t;
@@ -181,7 +186,9 @@ typedef struct stress_run_t {
   hl_fence_t* sync_fence;
   stress_latency_t latency;
   uint64_t rng;
-  hl_time_t deadline;  // HL_INFINITE_FUTURE unless --duration.
+  hl_time_t deadline;      // HL_INFINITE_FUTURE unless --duration.
+  hl_duration_t duration;  // The run's share of --duration (0: none).
+  uint64_t checks;         // Calls of stress_run_done (pacing).
   // Progress (0..1) for the progress bar.
   const char* progress_label;
   hl_time_t progress_last;
@@ -221,8 +228,21 @@ double stress_rng_unit(uint64_t* state);
 // Reports progress |fraction| of the run (rate-limited; stderr TTY only).
 void stress_progress(stress_run_t* run, double fraction);
 void stress_progress_done(stress_run_t* run);
-// True when --duration has elapsed.
-bool stress_run_expired(const stress_run_t* run);
+// Set (to the signal number) by SIGINT or SIGTERM: every run stops at its
+// next step and the program writes what was measured, marked partial.
+extern volatile sig_atomic_t stress_interrupted;
+
+// True when the run's loop should end before step |step| (0-based) of
+// |steps|: after a signal (the result is marked partial), when --duration
+// has elapsed, or, without --duration, after |steps| steps. It also keeps
+// each queue's backlog of submitted work short, so the run ends promptly at
+// its deadline or a signal instead of draining seconds of queued work.
+bool stress_run_done(stress_run_t* run, uint64_t step, uint64_t steps);
+// The run's progress for the bar: time elapsed, or |step| of |steps|.
+double stress_run_fraction(const stress_run_t* run, uint64_t step,
+                           uint64_t steps);
+// Sets the run's deadline to |duration| from now (timed runs only).
+void stress_run_set_duration(stress_run_t* run, hl_duration_t duration);
 
 // The workloads. Each fills |result| (also on failure, with |error| set) and
 // returns a status for a failure that ended the run.

@@ -285,10 +285,8 @@ hl_status_t stress_workload_serving(const stress_options_t* options,
   }
 
   uint64_t ops = 0;
-  bool timed = options->duration_s > 0;
   hl_time_t start = hl_time_now();
-  for (uint64_t step = 0;
-       !st && (timed ? !stress_run_expired(&run) : step < steps); ++step) {
+  for (uint64_t step = 0; !st && !stress_run_done(&run, step, steps); ++step) {
     for (uint32_t i = 0; i < r && !st; ++i) {
       hl_time_t t0 = hl_time_now();
       st = serving_request_step(&s, step == 0 ? first_function : function,
@@ -296,9 +294,7 @@ hl_status_t stress_workload_serving(const stress_options_t* options,
       stress_latency_record(&run.latency, t0, hl_time_now());
       ++ops;
     }
-    stress_progress(&run, timed ? 1.0 - (double)(run.deadline - hl_time_now()) /
-                                            (options->duration_s * 1e9)
-                                : (double)step / (double)steps);
+    stress_progress(&run, stress_run_fraction(&run, step, steps));
   }
   // The last step's output is checked too, then everything is let go.
   for (uint32_t i = 0; requests && i < r; ++i) {
