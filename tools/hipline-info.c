@@ -6,6 +6,7 @@
 //
 // Uses only the public API in include/hipline/. Exit codes: 0 on success, 1
 // when a query fails, 2 for a usage error or an invalid HIPLINE_* variable.
+#include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -642,6 +643,12 @@ int main(int argc, char** argv) {
   if (writer.json) {
     hl_json_close(&writer, '}');
     putchar('\n');
+  }
+  // A report that could not be written (a full disk, a closed pipe) fails.
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "hipline-info: writing the report failed: %s\n",
+            strerror(errno));
+    return 1;
   }
   return ok ? 0 : 1;
 }
