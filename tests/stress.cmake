@@ -7,7 +7,8 @@ if(TARGET hipline-stress)
   if(Python3_Interpreter_FOUND)
     foreach(case env-no-alias-0 no-alias-1 matrix-json checked replay-traces
                  replay-csv malformed-log bad-flags plot
-                 silent-failures interrupt interrupt-convert outputs parsing)
+                 silent-failures interrupt interrupt-convert outputs parsing
+                 plot-input)
       add_test(NAME stress_${case}
         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/stress_check.py
                 --stress $<TARGET_FILE:hipline-stress>

@@ -28,6 +28,9 @@ Cases:
                    counted and warned about.
   parsing          decimal numbers, --duration with --iterations refused, a
                    log on a pipe, a log named like an option.
+  plot-input       hipline-plot quotes names for gnuplot (no command
+                   injection) and refuses bad numbers in one line (77
+                   without gnuplot).
 Exit 0 on success, 1 on failure, 77 to skip.
 """
 
@@ -455,6 +458,56 @@ def case_parsing(a):
           (proc.returncode, proc.stderr))
 
 
+def case_plot_input(a):
+    """hipline-plot: quotes in names never reach gnuplot as commands, and bad
+    values are one-line errors."""
+    if not shutil.which("gnuplot"):
+        print("no gnuplot; skipping")
+        return 77
+
+    def plot(args, cwd):
+        return subprocess.run([sys.executable, a.plot] + args, cwd=cwd,
+                              capture_output=True, text=True, timeout=120)
+
+    runs = [{"workload": "random", "policy": p, "ops_per_s": 10.0 * (i + 1),
+             "peak_reserved_bytes": 1 << 20, "peak_used_bytes": 1 << 19}
+            for i, p in enumerate(['a"b', "c'd; system('touch q-marker')"])]
+    good = os.path.join(a.work, "good.json")
+    with open(good, "w") as f:
+        json.dump(runs, f)
+    out = os.path.join(a.work, "png")
+    shutil.rmtree(out, ignore_errors=True)
+    prefix = "x'; system('touch p-marker'); set output 'y"
+    proc = plot([good, "-o", out, "--prefix", prefix], a.work)
+    check(proc.returncode == 0, "plot: %s" % proc.stderr)
+    for marker in ("p-marker", "q-marker", "y"):
+        check(not os.path.exists(os.path.join(a.work, marker)),
+              "gnuplot ran a command from a name: %s exists" % marker)
+    check(os.path.exists(os.path.join(out, prefix + "-throughput.png")),
+          "the prefix was not used literally: %s" % os.listdir(out))
+    # The issue's prefix names another directory: refused.
+    evil = "x'; system('touch %s/r-marker'); set output '%s/y" % (a.work,
+                                                                  a.work)
+    proc = plot([good, "-o", out, "--prefix", evil], a.work)
+    check(proc.returncode == 2 and "--prefix" in proc.stderr,
+          "prefix with '/': %d %r" % (proc.returncode, proc.stderr))
+    check(not os.path.exists(os.path.join(a.work, "r-marker")), "ran")
+    # Strings and non-finite values where numbers belong.
+    for key, value in (("ops_per_s", "fast"), ("peak_used_bytes", None),
+                       ("peak_reserved_bytes", True),
+                       ("ops_per_s", float("inf")), ("ops_per_s", -1),
+                       ("peak_used_bytes", [1])):
+        bad = [dict(runs[0])]
+        bad[0][key] = value
+        path = os.path.join(a.work, "bad.json")
+        with open(path, "w") as f:
+            json.dump(bad, f)
+        proc = plot([path, "-o", out], a.work)
+        check(proc.returncode == 1 and "Traceback" not in proc.stderr and
+              key in proc.stderr and len(proc.stderr.splitlines()) == 1,
+              "%s=%r: %d %r" % (key, value, proc.returncode, proc.stderr))
+
+
 BAD_VALUES = [
     ("--workload", "bogus", "random"),
     ("--alloc", "maybe", "async"),
@@ -537,6 +590,7 @@ CASES = {
     "interrupt-convert": case_interrupt_convert,
     "outputs": case_outputs,
     "parsing": case_parsing,
+    "plot-input": case_plot_input,
 }
 
 

@@ -267,6 +267,8 @@ hl_status_t stress_effective_assume_no_alias(bool value, bool* out_value,
 // Reporting.
 void stress_report_table(FILE* out, const stress_result_t* results,
                          size_t count);
+// What every column of the table means (printed under it).
+void stress_report_legend(FILE* out);
 hl_status_t stress_report_json(const char* path, const stress_result_t* results,
                                size_t count);
 
