@@ -28,6 +28,8 @@ Cases:
                    counted and warned about.
   parsing          decimal numbers, --duration with --iterations refused, a
                    log on a pipe, a log named like an option.
+  terminal         stderr on a pseudo-terminal: alias warnings once per
+                   function with one note, log lines never inside the bar.
   plot-input       hipline-plot quotes names for gnuplot (no command
                    injection) and refuses bad numbers in one line (77
                    without gnuplot).
@@ -458,6 +460,48 @@ def case_parsing(a):
           (proc.returncode, proc.stderr))
 
 
+def case_terminal(a):
+    """stderr on a terminal: the stress tool's own alias warnings appear once
+    per function (not once per run) with one note that they are intended,
+    and no log line starts in the middle of the progress bar."""
+    import pty
+    master, slave = pty.openpty()
+    env = dict(os.environ)
+    env.pop("HIPLINE_TRACE", None)
+    env.pop("HIPLINE_ASSUME_NO_ALIAS", None)
+    proc = subprocess.Popen(
+        [a.stress, "--matrix", "--workload", "serving", "--iterations", "200",
+         "--backend", "host"], env=env, stdout=subprocess.PIPE,
+        stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal.
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    stdout, _ = proc.communicate(timeout=240)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    check(proc.returncode == 0, "exit %d\n%s" % (proc.returncode, text))
+    warnings = text.count("hipline W")
+    check(1 <= warnings <= 2, "%d alias warnings (one per function at most):"
+          "\n%s" % (warnings, text))
+    check(text.count("are expected") == 1, "no single note:\n%s" % text)
+    for line in text.replace("\r\n", "\n").split("\n"):
+        # What precedes a log line on its terminal line is only a cleared
+        # bar ("...\r\x1b[K"), never bar text.
+        at = line.find("hipline W")
+        if at > 0:
+            before = line[:at]
+            check(before.endswith("\r\x1b[K") or before.endswith("\r"),
+                  "a log line starts inside the bar: %r" % line)
+    check(b"Legend:" in stdout, "no legend under the table")
+
+
 def case_plot_input(a):
     """hipline-plot: quotes in names never reach gnuplot as commands, and bad
     values are one-line errors."""
@@ -591,6 +635,7 @@ CASES = {
     "outputs": case_outputs,
     "parsing": case_parsing,
     "plot-input": case_plot_input,
+    "terminal": case_terminal,
 }
 
 

@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (options.trace_path) hl_trace_capture_begin(options.trace_events);
+  stress_terminal_begin();
 
   bool failed = false;
   // Runs started: a prefix of |results| (less than |run_count| after a
@@ -263,6 +264,8 @@ int main(int argc, char** argv) {
   }
   free(results);
   stress_replay_cleanup();
+  stress_serving_cleanup();
+  stress_terminal_end();
   // The table on a full disk or a closed pipe is a failed run too.
   if (fflush(stdout) != 0 || ferror(stdout)) {
     fprintf(stderr, STRESS_PROG ": writing the table to stdout failed: %s\n",

@@ -100,11 +100,8 @@ hl_status_t stress_effective_assume_no_alias(bool value, bool* out_value,
 // Progress
 //===----------------------------------------------------------------------===//
 
-static int stress_stderr_is_tty = -1;
-
 void stress_progress(stress_run_t* run, double fraction) {
-  if (stress_stderr_is_tty < 0) stress_stderr_is_tty = isatty(2) ? 1 : 0;
-  if (!stress_stderr_is_tty) return;
+  if (!stress_terminal_is_tty()) return;
   hl_time_t now = hl_time_now();
   if (now - run->progress_last < 100 * 1000000ll) return;
   run->progress_last = now;
@@ -114,16 +111,17 @@ void stress_progress(stress_run_t* run, double fraction) {
   char bar[31];
   for (int i = 0; i < 30; ++i) bar[i] = i < filled ? '#' : '.';
   bar[30] = '\0';
-  fprintf(stderr, "\r%-12s %-18s [%s] %3d%%",
-          stress_workload_name(run->result->workload), run->policy.label, bar,
-          (int)(fraction * 100));
-  fflush(stderr);
+  char text[128];
+  snprintf(text, sizeof(text), "%-12s %-18s [%s] %3d%%",
+           stress_workload_name(run->result->workload), run->policy.label, bar,
+           (int)(fraction * 100));
+  stress_terminal_bar(text);
 }
 
 void stress_progress_done(stress_run_t* run) {
-  if (stress_stderr_is_tty != 1) return;
-  fprintf(stderr, "\r%70s\r", "");
-  fflush(stderr);
+  (void)run;
+  if (!stress_terminal_is_tty()) return;
+  stress_terminal_bar(NULL);
 }
 
 volatile sig_atomic_t stress_interrupted = 0;

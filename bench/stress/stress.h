@@ -225,6 +225,14 @@ uint64_t stress_rng_range(uint64_t* state, uint64_t lo, uint64_t hi);
 // Uniform in [0, 1).
 double stress_rng_unit(uint64_t* state);
 
+// The terminal (bench/stress/terminal.c): on a TTY, stderr is relayed so
+// that log lines never break the progress bar.
+void stress_terminal_begin(void);
+void stress_terminal_end(void);
+bool stress_terminal_is_tty(void);
+// Shows |text| as the bar (NULL: removes it).
+void stress_terminal_bar(const char* text);
+
 // Reports progress |fraction| of the run (rate-limited; stderr TTY only).
 void stress_progress(stress_run_t* run, double fraction);
 void stress_progress_done(stress_run_t* run);
@@ -258,6 +266,8 @@ hl_status_t stress_workload_serving(const stress_options_t* options,
 hl_status_t stress_workload_replay(const stress_options_t* options,
                                    const stress_policy_t* policy,
                                    stress_result_t* result);
+// Releases what the workloads keep for the whole program.
+void stress_serving_cleanup(void);
 
 // The effective assume_no_alias for a per-invocation |value| and where it
 // comes from; fails when HIPLINE_ASSUME_NO_ALIAS is invalid.
