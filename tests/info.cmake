@@ -11,7 +11,8 @@
 #   help      --help exits 0 and prints usage.
 #   bad_flag  an unknown flag exits 2 with a message.
 #   full      the report (human and --json) written to /dev/full exits 1
-#             and says why on stderr.
+#             and says why on stderr; so does HIPLINE_TRACE naming a file
+#             that cannot be written.
 
 if(NOT CMAKE_SCRIPT_MODE_FILE)
   if(NOT TARGET hipline-info)
@@ -146,6 +147,13 @@ elseif(HL_CHECK STREQUAL "full")
                    "and a message")
     endif()
   endforeach()
+  set(ENV{HIPLINE_TRACE} /nonexistent-dir/trace.json)
+  hl_info_run()
+  unset(ENV{HIPLINE_TRACE})
+  if(NOT rc EQUAL 1 OR NOT err MATCHES "HIPLINE_TRACE")
+    hl_info_fail("HIPLINE_TRACE=/nonexistent-dir/trace.json: exit ${rc}, "
+                 "expected 1 and a message naming it")
+  endif()
 
 else()
   message(FATAL_ERROR "info.cmake: unknown check '${HL_CHECK}'")

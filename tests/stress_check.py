@@ -422,6 +422,11 @@ def case_parsing(a):
                 "5"], a.stress, expect=2)
     check("--duration" in proc.stderr and "--iterations" in proc.stderr,
           "conflict not named: %r" % proc.stderr)
+    # An environment value with a newline is echoed escaped, on one line.
+    proc = run(["--workload", "random"] + SMALL, a.stress,
+               {"HIPLINE_BACKEND": "ho\nst"}, expect=2)
+    check(len(proc.stderr.strip().splitlines()) == 1 and
+          "ho\\nst" in proc.stderr, "raw newline echoed: %r" % proc.stderr)
     # A log on a pipe is read once, not sniffed away.
     csv = "".join([RMM_HEADER, "1,0:00:00.000001,allocate,0x1000,100,0\n",
                    "1,0:00:00.000002,free,0x1000,100,0\n"])

@@ -41,6 +41,32 @@ static stress_workload_fn_t workload_fn(stress_workload_t workload) {
   }
 }
 
+// Writes |text| with control characters escaped ("\n", "\x1b"), so a value
+// with a newline or a terminal escape from the environment or a file name
+// cannot forge or garble lines.
+static void stress_print_escaped(FILE* out, const char* text) {
+  for (const unsigned char* c = (const unsigned char*)text; *c; ++c) {
+    if (*c == '\n') {
+      fputs("\\n", out);
+    } else if (*c == '\t') {
+      fputs("\\t", out);
+    } else if (*c < 0x20 || *c == 0x7f) {
+      fprintf(out, "\\x%02x", *c);
+    } else {
+      fputc(*c, out);
+    }
+  }
+}
+
+// Prints "hipline-stress: PREFIX<status>" on one line.
+static void stress_print_status(const char* prefix, hl_status_t status) {
+  char text[1024];
+  hl_status_format(status, text, sizeof(text));
+  fprintf(stderr, STRESS_PROG ": %s", prefix);
+  stress_print_escaped(stderr, text);
+  fputc('\n', stderr);
+}
+
 // SIGINT/SIGTERM: the runs stop at their next step and the program writes
 // what was measured; a second signal ends the program at once (the handler
 // is reset to the default).
@@ -157,7 +183,7 @@ int main(int argc, char** argv) {
     st = hl_get_assume_no_alias(&value, &source);
   }
   if (st) {
-    hl_status_fprint(stderr, STRESS_PROG ": ", st);
+    stress_print_status("", st);
     hl_status_free(st);
     return 2;
   }
@@ -210,8 +236,10 @@ int main(int argc, char** argv) {
       if (st) {
         failed = true;
         hl_status_format(st, r->error, sizeof(r->error));
-        fprintf(stderr, STRESS_PROG ": %s/%s failed: %s\n",
-                stress_workload_name(r->workload), policies[p].label, r->error);
+        fprintf(stderr, STRESS_PROG ": %s/%s failed: ",
+                stress_workload_name(r->workload), policies[p].label);
+        stress_print_escaped(stderr, r->error);
+        fputc('\n', stderr);
         hl_status_free(st);
       }
     }
