@@ -75,8 +75,12 @@ void stress_options_print_help(FILE* out) {
       "  --quiet               no table\n"
       "  --help                this text\n"
       "\n"
-      "Exit status: 0 on success; 1 when a run fails, sees a verification\n"
-      "failure or a use-after-free; 2 for bad usage.\n");
+      "Exit status: 0 on success; 1 when a run fails (a failed submission or\n"
+      "allocation, named on stderr and in the JSON), sees a verification\n"
+      "failure or a use-after-free, or an output cannot be written; 2 for\n"
+      "bad usage (outputs are checked before the first run); 130 or 143\n"
+      "after SIGINT or SIGTERM, with what was measured written and marked\n"
+      "partial.\n");
 }
 
 static int usage_error(const char* flag, const char* value,
