@@ -23,3 +23,9 @@ if(TARGET hipline-stress)
     message(STATUS "hipline: no Python 3; hipline-stress checks are not registered")
   endif()
 endif()
+
+# Trace capture: growth, counted drops, concurrent recording, a second end
+# that writes nothing, a failed write (runtime/base/trace.c).
+hl_add_test(stress_trace_capture_test
+  SOURCES stress_trace_capture_test.c
+  LABELS stress concurrency)
