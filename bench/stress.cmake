@@ -32,6 +32,7 @@ add_executable(hipline-stress
   ${CMAKE_CURRENT_SOURCE_DIR}/stress/run.c
   ${CMAKE_CURRENT_SOURCE_DIR}/stress/oracle.c
   ${CMAKE_CURRENT_SOURCE_DIR}/stress/report.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/stress/terminal.c
   ${CMAKE_CURRENT_SOURCE_DIR}/stress/workload_random.c
   ${CMAKE_CURRENT_SOURCE_DIR}/stress/workload_multistream.c
   ${CMAKE_CURRENT_SOURCE_DIR}/stress/workload_serving.c
@@ -41,4 +42,5 @@ target_include_directories(hipline-stress PRIVATE ${PROJECT_SOURCE_DIR})
 target_compile_definitions(hipline-stress PRIVATE
   HL_STRESS_HAVE_DISPATCH=${hl_stress_dispatch_value}
   HL_STRESS_TRACE_CONVERT="${PROJECT_SOURCE_DIR}/tools/hipline-trace-convert")
-target_link_libraries(hipline-stress PRIVATE hipline::hipline hipline_warnings m)
+target_link_libraries(hipline-stress PRIVATE hipline::hipline hipline_warnings m
+  Threads::Threads)

@@ -10,12 +10,15 @@
 #             its accepted values (both conditions, not just the exit code).
 #   help      --help exits 0 and prints usage.
 #   bad_flag  an unknown flag exits 2 with a message.
+#   full      the report (human and --json) written to /dev/full exits 1
+#             and says why on stderr; so does HIPLINE_TRACE naming a file
+#             that cannot be written.
 
 if(NOT CMAKE_SCRIPT_MODE_FILE)
   if(NOT TARGET hipline-info)
     return()
   endif()
-  foreach(check json human bad_env help bad_flag)
+  foreach(check json human bad_env help bad_flag full)
     add_test(NAME info.${check}
       COMMAND ${CMAKE_COMMAND} -DHL_INFO=$<TARGET_FILE:hipline-info>
               -DHL_CHECK=${check} -P ${CMAKE_CURRENT_LIST_FILE})
@@ -128,6 +131,28 @@ elseif(HL_CHECK STREQUAL "bad_flag")
   hl_info_run(--no-such-flag)
   if(NOT rc EQUAL 2 OR NOT err MATCHES "unknown argument")
     hl_info_fail("--no-such-flag: exit ${rc}, expected 2 and a message")
+  endif()
+
+elseif(HL_CHECK STREQUAL "full")
+  if(NOT EXISTS /dev/full)
+    message(STATUS "info.full: no /dev/full; nothing to check")
+    return()
+  endif()
+  foreach(flags "" "--json")
+    execute_process(COMMAND ${HL_INFO} ${flags}
+      RESULT_VARIABLE rc OUTPUT_FILE /dev/full ERROR_VARIABLE err)
+    set(out "(sent to /dev/full)")
+    if(NOT rc EQUAL 1 OR NOT err MATCHES "writing the report failed")
+      hl_info_fail("hipline-info ${flags} > /dev/full: exit ${rc}, expected 1 "
+                   "and a message")
+    endif()
+  endforeach()
+  set(ENV{HIPLINE_TRACE} /nonexistent-dir/trace.json)
+  hl_info_run()
+  unset(ENV{HIPLINE_TRACE})
+  if(NOT rc EQUAL 1 OR NOT err MATCHES "HIPLINE_TRACE")
+    hl_info_fail("HIPLINE_TRACE=/nonexistent-dir/trace.json: exit ${rc}, "
+                 "expected 1 and a message naming it")
   endif()
 
 else()

@@ -13,8 +13,9 @@ if(Python3_Interpreter_FOUND)
             ${PROJECT_SOURCE_DIR}/tools/hipline-trace-convert
             $<TARGET_FILE:replay_log_test>
             ${PROJECT_SOURCE_DIR}/bench/testdata)
+  # Each case starts the converter; on a loaded machine that adds up.
   set_tests_properties(replay_trace_convert_test PROPERTIES
-    LABELS replay TIMEOUT 60)
+    LABELS replay TIMEOUT 300)
 
   # The shared real traces, converted and parsed end to end; skipped (77)
   # where the traces are absent.

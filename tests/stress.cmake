@@ -6,7 +6,9 @@ if(TARGET hipline-stress)
   find_package(Python3 COMPONENTS Interpreter)
   if(Python3_Interpreter_FOUND)
     foreach(case env-no-alias-0 no-alias-1 matrix-json checked replay-traces
-                 replay-csv malformed-log bad-flags plot)
+                 replay-csv malformed-log bad-flags plot
+                 silent-failures interrupt interrupt-convert outputs parsing
+                 plot-input terminal)
       add_test(NAME stress_${case}
         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/stress_check.py
                 --stress $<TARGET_FILE:hipline-stress>
@@ -21,3 +23,9 @@ if(TARGET hipline-stress)
     message(STATUS "hipline: no Python 3; hipline-stress checks are not registered")
   endif()
 endif()
+
+# Trace capture: growth, counted drops, concurrent recording, a second end
+# that writes nothing, a failed write (runtime/base/trace.c).
+hl_add_test(stress_trace_capture_test
+  SOURCES stress_trace_capture_test.c
+  LABELS stress concurrency)

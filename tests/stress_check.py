@@ -16,6 +16,23 @@ Cases:
   malformed-log    a bad line names the file and the line number.
   bad-flags        every flag's bad value exits 2 naming flag and value.
   plot             tools/hipline-plot writes PNGs (77 without gnuplot).
+  silent-failures  failed allocations (faults, the pool limit) and failed
+                   submissions end the run with exit 1 naming the first
+                   error; nothing unverified counts as verified.
+  interrupt        SIGINT/SIGTERM mid-run: exit 130/143, the JSON (marked
+                   partial) and the trace are written.
+  interrupt-convert  SIGTERM while a log is converted: the converter is
+                   stopped and no temporary file is left.
+  outputs          unwritable outputs fail before the run, HIPLINE_TRACE
+                   with --trace is refused, /dev/full fails, trace drops are
+                   counted and warned about.
+  parsing          decimal numbers, --duration with --iterations refused, a
+                   log on a pipe, a log named like an option.
+  terminal         stderr on a pseudo-terminal: alias warnings once per
+                   function with one note, log lines never inside the bar.
+  plot-input       hipline-plot quotes names for gnuplot (no command
+                   injection) and refuses bad numbers in one line (77
+                   without gnuplot).
 Exit 0 on success, 1 on failure, 77 to skip.
 """
 
@@ -23,8 +40,11 @@ import argparse
 import json
 import os
 import shutil
+import signal
+import stat
 import subprocess
 import sys
+import time
 
 REQUIRED = [
     "workload", "backend", "alloc", "assume_no_alias", "fallback", "ops",
@@ -196,6 +216,350 @@ def case_malformed_log(a):
     check("does-not-exist.csv" in proc.stderr, "missing file not named")
 
 
+RMM_HEADER = "Thread,Time,Action,Pointer,Size,Stream\n"
+
+
+def write_log(path, sizes):
+    """An RMM CSV allocating every size of |sizes| (all live), then freeing."""
+    with open(path, "w") as f:
+        f.write(RMM_HEADER)
+        for i, size in enumerate(sizes):
+            f.write("1,0:00:00.%06d,allocate,0x%x,%d,0\n" %
+                    (i + 1, (i + 1) << 12, size))
+        for i, size in enumerate(sizes):
+            f.write("1,0:00:01.%06d,free,0x%x,%d,0\n" %
+                    (i + 1, (i + 1) << 12, size))
+    return path
+
+
+def expect_failed_run(a, args, env, needle, name):
+    """Runs |args| expecting exit 1, the first error named on stderr and in
+    the JSON's error field, and no verification counted that did not run."""
+    out = os.path.join(a.work, name + ".json")
+    if os.path.exists(out):
+        os.unlink(out)
+    proc = run(args + ["--json", out, "--backend", "host"], a.stress, env,
+               expect=1)
+    check(needle in proc.stderr,
+          "%s: first error (%r) not named: %r" % (name, needle, proc.stderr))
+    (r,) = load(out)
+    check(needle in r["error"], "%s: JSON error %r" % (name, r["error"]))
+    check(r["verify_failures"] <= r["verified"],
+          "%s: %d verification failures out of %d verifications" %
+          (name, r["verify_failures"], r["verified"]))
+    return r
+
+
+def case_silent_failures(a):
+    # Every allocation fails: not "verified, 0 failures".
+    r = expect_failed_run(a, ["--workload", "serving", "--iterations", "30"],
+                          {"HIPLINE_FAULTS": "alloc_fail_every=1"},
+                          "alloc_fail_every", "alloc-fail")
+    check(r["ooms"] > 0, "ooms not counted")
+    check(r["verified"] == 0, "verified %d with no allocation" % r["verified"])
+    # Two live 8 GiB allocations exceed the host pool's limit; 2^48 bytes too.
+    big = write_log(os.path.join(a.work, "big.csv"), [8 << 30, 8 << 30])
+    r = expect_failed_run(a, [big], None, "does not fit", "replay-big")
+    check(r["ooms"] == 1, "ooms %d" % r["ooms"])
+    huge = write_log(os.path.join(a.work, "huge.csv"), [1 << 48])
+    expect_failed_run(a, [huge], None, "281474976710656 bytes", "replay-huge")
+    # Injected submission failures: the counter is not read as garbage.
+    r = expect_failed_run(a, ["--workload", "random", "--iterations", "20"],
+                          {"HIPLINE_FAULTS": "fail_submission_every=2"},
+                          "injected by HIPLINE_FAULTS", "fail-submission")
+    check(r["failed_submissions"] > 0, "failed submissions not counted")
+    check(r["verify_failures"] == 0, "garbage verification failures")
+    # The same workloads without faults pass.
+    run(["--workload", "random", "--iterations", "20", "--backend", "host"],
+        a.stress)
+
+
+def wait_for_handlers(proc, timeout=120):
+    """Waits until |proc| has installed its SIGINT and SIGTERM handlers (its
+    SigCgt mask in /proc), so a signal sent now is caught, not fatal."""
+    want = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise Failure("exited %d before installing its signal handlers"
+                          % proc.returncode)
+        try:
+            with open("/proc/%d/status" % proc.pid) as f:
+                for line in f:
+                    if line.startswith("SigCgt:") and \
+                            int(line.split()[1], 16) & want == want:
+                        return
+        except FileNotFoundError:
+            pass
+        time.sleep(0.01)
+    raise Failure("signal handlers not installed within %d s" % timeout)
+
+
+def case_interrupt(a):
+    for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        out = os.path.join(a.work, "partial.json")
+        trace = os.path.join(a.work, "partial.trace.json")
+        for p in (out, trace):
+            if os.path.exists(p):
+                os.unlink(p)
+        env = dict(os.environ)
+        env.pop("HIPLINE_TRACE", None)
+        # Far more steps than can run before the signal.
+        proc = subprocess.Popen(
+            [a.stress, "--workload", "random", "--iterations", "100000000",
+             "--json", out, "--trace", trace, "--backend", "host"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for_handlers(proc)
+        time.sleep(0.3)
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=240)
+        check(proc.returncode == code, "signal %d: exit %d, expected %d\n%s" %
+              (sig, proc.returncode, code, stderr))
+        check("partial" in stderr, "no word of partial results: %r" % stderr)
+        with open(out) as f:
+            data = json.load(f)
+        runs = data if isinstance(data, list) else [data]
+        check(len(runs) <= 1, "runs %d" % len(runs))
+        for r in runs:
+            check(r["partial"] is True, "the interrupted run is not partial")
+            check("PARTIAL" in stdout, "table does not say partial")
+        with open(trace) as f:
+            json.load(f)  # The trace is written, and whole.
+
+
+def case_interrupt_convert(a):
+    """A log that needs conversion: a signal while the converter runs stops
+    it and leaves no temporary file."""
+    tmp = os.path.join(a.work, "tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    converter = os.path.join(a.work, "slow-convert")
+    with open(converter, "w") as f:
+        f.write("#!/bin/sh\n"
+                "# A converter that writes part of its output, then hangs.\n"
+                "while [ $# -gt 0 ]; do\n"
+                "  [ \"$1\" = -o ] && out=$2\n"
+                "  shift\n"
+                "done\n"
+                "echo Thread,Time,Action,Pointer,Size,Stream > \"$out\"\n"
+                "exec sleep 600\n")
+    os.chmod(converter, 0o755)
+    log = os.path.join(a.work, "trace.json")
+    with open(log, "w") as f:
+        f.write('{"traceEvents": []}\n')
+    env = dict(os.environ)
+    env.update({"TMPDIR": tmp, "HIPLINE_TRACE_CONVERT": converter})
+    env.pop("HIPLINE_TRACE", None)
+    proc = subprocess.Popen([a.stress, log, "--backend", "host"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    wait_for_handlers(proc)
+    end = time.monotonic() + 120
+    while not os.listdir(tmp) and time.monotonic() < end:
+        time.sleep(0.01)
+    check(os.listdir(tmp), "the converter never started")
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    check(proc.returncode == 143, "exit %d, expected 143\n%s" %
+          (proc.returncode, stderr))
+    check(not os.listdir(tmp), "temporaries left: %s" % os.listdir(tmp))
+    check("interrupted" in stderr, "stderr: %r" % stderr)
+
+
+def case_outputs(a):
+    small = ["--workload", "random", "--iterations", "20", "--backend", "host"]
+    # Unwritable paths fail before any run (no table), with exit 2.
+    for args, env, needle in (
+            (["--json", "/nonexistent-dir/o.json"], None, "--json"),
+            (["--trace", "/nonexistent-dir/t.json"], None, "--trace"),
+            (["--json", a.work], None, "directory"),
+            ([], {"HIPLINE_TRACE": "/nonexistent-dir/t.json"}, "HIPLINE_TRACE")):
+        proc = run(small + args, a.stress, env, expect=2)
+        check(needle in proc.stderr, "%s: %r" % (args, proc.stderr))
+        check("ops/s" not in proc.stdout, "%s: the run ran" % args)
+    # HIPLINE_TRACE with --trace is a conflict, refused before the run.
+    t = os.path.join(a.work, "t.json")
+    proc = run(small + ["--trace", t], a.stress, {"HIPLINE_TRACE": t},
+               expect=2)
+    check("HIPLINE_TRACE" in proc.stderr, "conflict: %r" % proc.stderr)
+    # HIPLINE_TRACE alone: written by the run, with events.
+    if os.path.exists(t):
+        os.unlink(t)
+    run(small + ["--quiet"], a.stress, {"HIPLINE_TRACE": t})
+    with open(t) as f:
+        check(len(json.load(f)["traceEvents"]) > 0, "HIPLINE_TRACE empty")
+    # A write that fails (a full disk) fails the run.
+    if os.path.exists("/dev/full"):
+        for args in (["--json", "/dev/full", "--quiet"],
+                     ["--trace", "/dev/full", "--quiet"]):
+            proc = run(small + args, a.stress, expect=1)
+            check("No space" in proc.stderr, "%s: %r" % (args, proc.stderr))
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run([a.stress] + small, stdout=full,
+                                  stderr=subprocess.PIPE, text=True,
+                                  timeout=240)
+        check(proc.returncode == 1 and "stdout" in proc.stderr,
+              "table to /dev/full: exit %d %r" % (proc.returncode,
+                                                 proc.stderr))
+    # Events beyond the trace's limit are counted and warned about.
+    proc = run(small + ["--trace", t, "--trace-events", "10", "--quiet"],
+               a.stress)
+    with open(t) as f:
+        data = json.load(f)
+    check(len(data["traceEvents"]) == 10, "kept %d" % len(data["traceEvents"]))
+    check(data["otherData"]["dropped"] > 0, "drops not counted")
+    check("dropped" in proc.stderr, "drops not warned: %r" % proc.stderr)
+
+
+def case_parsing(a):
+    out = os.path.join(a.work, "q.json")
+    # Numbers are decimal: 010 is ten queues, 0x10 an error.
+    run(["--workload", "serving", "--queues", "010", "--requests", "10",
+         "--json", out, "--quiet"] + SMALL, a.stress)
+    (r,) = load(out)
+    check(r["queues"] == 10, "--queues 010 gave %d queues" % r["queues"])
+    for flag, value in (("--queues", "0x10"), ("--seed", "0x1"),
+                        ("--duration", "0x1p1"), ("--aliasing", "nan")):
+        run([flag, value], a.stress, expect=2)
+    proc = run(["--workload", "random", "--duration", "1", "--iterations",
+                "5"], a.stress, expect=2)
+    check("--duration" in proc.stderr and "--iterations" in proc.stderr,
+          "conflict not named: %r" % proc.stderr)
+    # An environment value with a newline is echoed escaped, on one line.
+    proc = run(["--workload", "random"] + SMALL, a.stress,
+               {"HIPLINE_BACKEND": "ho\nst"}, expect=2)
+    check(len(proc.stderr.strip().splitlines()) == 1 and
+          "ho\\nst" in proc.stderr, "raw newline echoed: %r" % proc.stderr)
+    # A log on a pipe is read once, not sniffed away.
+    csv = "".join([RMM_HEADER, "1,0:00:00.000001,allocate,0x1000,100,0\n",
+                   "1,0:00:00.000002,free,0x1000,100,0\n"])
+    env = dict(os.environ)
+    env["TMPDIR"] = a.work
+    env.pop("HIPLINE_TRACE", None)
+    proc = subprocess.run([a.stress, "--log", "/dev/stdin", "--json", out,
+                           "--backend", "host", "--quiet"], input=csv,
+                          env=env, capture_output=True, text=True,
+                          timeout=240)
+    check(proc.returncode == 0, "stdin log: %d %r" % (proc.returncode,
+                                                     proc.stderr))
+    (r,) = load(out)
+    check(r["log_events"] == 2, "stdin log events %d" % r["log_events"])
+    check(not [n for n in os.listdir(a.work)
+               if n.startswith("hipline-stress-")], "temporary copy left")
+    # A log named like an option reaches the converter as a file name.
+    converter = os.path.join(a.work, "argv-convert")
+    with open(converter, "w") as f:
+        f.write("#!/bin/sh\n"
+                "# Writes a one-event CSV to -o when the input comes after\n"
+                "# '--' (a name that looks like an option stays a name).\n"
+                "[ \"$1\" = -o ] && [ \"$3\" = -- ] && [ \"$4\" = --help ] ||"
+                " { echo \"bad argv: $*\" >&2; exit 3; }\n"
+                "printf 'Thread,Time,Action,Pointer,Size,Stream\\n"
+                "1,0:00:00.000001,allocate,0x1000,100,0\\n' > \"$2\"\n")
+    os.chmod(converter, 0o755)
+    with open(os.path.join(a.work, "--help"), "w") as f:
+        f.write('{"traceEvents": []}\n')
+    env["HIPLINE_TRACE_CONVERT"] = converter
+    proc = subprocess.run([a.stress, "--log=--help", "--json", out,
+                           "--backend", "host", "--quiet"], cwd=a.work,
+                          env=env, capture_output=True, text=True,
+                          timeout=240)
+    check(proc.returncode == 0, "log named --help: %d %r" %
+          (proc.returncode, proc.stderr))
+
+
+def case_terminal(a):
+    """stderr on a terminal: the stress tool's own alias warnings appear once
+    per function (not once per run) with one note that they are intended,
+    and no log line starts in the middle of the progress bar."""
+    import pty
+    master, slave = pty.openpty()
+    env = dict(os.environ)
+    env.pop("HIPLINE_TRACE", None)
+    env.pop("HIPLINE_ASSUME_NO_ALIAS", None)
+    proc = subprocess.Popen(
+        [a.stress, "--matrix", "--workload", "serving", "--iterations", "200",
+         "--backend", "host"], env=env, stdout=subprocess.PIPE,
+        stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal.
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    stdout, _ = proc.communicate(timeout=240)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    check(proc.returncode == 0, "exit %d\n%s" % (proc.returncode, text))
+    warnings = text.count("hipline W")
+    check(1 <= warnings <= 2, "%d alias warnings (one per function at most):"
+          "\n%s" % (warnings, text))
+    check(text.count("are expected") == 1, "no single note:\n%s" % text)
+    for line in text.replace("\r\n", "\n").split("\n"):
+        # What precedes a log line on its terminal line is only a cleared
+        # bar ("...\r\x1b[K"), never bar text.
+        at = line.find("hipline W")
+        if at > 0:
+            before = line[:at]
+            check(before.endswith("\r\x1b[K") or before.endswith("\r"),
+                  "a log line starts inside the bar: %r" % line)
+    check(b"Legend:" in stdout, "no legend under the table")
+
+
+def case_plot_input(a):
+    """hipline-plot: quotes in names never reach gnuplot as commands, and bad
+    values are one-line errors."""
+    if not shutil.which("gnuplot"):
+        print("no gnuplot; skipping")
+        return 77
+
+    def plot(args, cwd):
+        return subprocess.run([sys.executable, a.plot] + args, cwd=cwd,
+                              capture_output=True, text=True, timeout=120)
+
+    runs = [{"workload": "random", "policy": p, "ops_per_s": 10.0 * (i + 1),
+             "peak_reserved_bytes": 1 << 20, "peak_used_bytes": 1 << 19}
+            for i, p in enumerate(['a"b', "c'd; system('touch q-marker')"])]
+    good = os.path.join(a.work, "good.json")
+    with open(good, "w") as f:
+        json.dump(runs, f)
+    out = os.path.join(a.work, "png")
+    shutil.rmtree(out, ignore_errors=True)
+    prefix = "x'; system('touch p-marker'); set output 'y"
+    proc = plot([good, "-o", out, "--prefix", prefix], a.work)
+    check(proc.returncode == 0, "plot: %s" % proc.stderr)
+    for marker in ("p-marker", "q-marker", "y"):
+        check(not os.path.exists(os.path.join(a.work, marker)),
+              "gnuplot ran a command from a name: %s exists" % marker)
+    check(os.path.exists(os.path.join(out, prefix + "-throughput.png")),
+          "the prefix was not used literally: %s" % os.listdir(out))
+    # The issue's prefix names another directory: refused.
+    evil = "x'; system('touch %s/r-marker'); set output '%s/y" % (a.work,
+                                                                  a.work)
+    proc = plot([good, "-o", out, "--prefix", evil], a.work)
+    check(proc.returncode == 2 and "--prefix" in proc.stderr,
+          "prefix with '/': %d %r" % (proc.returncode, proc.stderr))
+    check(not os.path.exists(os.path.join(a.work, "r-marker")), "ran")
+    # Strings and non-finite values where numbers belong.
+    for key, value in (("ops_per_s", "fast"), ("peak_used_bytes", None),
+                       ("peak_reserved_bytes", True),
+                       ("ops_per_s", float("inf")), ("ops_per_s", -1),
+                       ("peak_used_bytes", [1])):
+        bad = [dict(runs[0])]
+        bad[0][key] = value
+        path = os.path.join(a.work, "bad.json")
+        with open(path, "w") as f:
+            json.dump(bad, f)
+        proc = plot([path, "-o", out], a.work)
+        check(proc.returncode == 1 and "Traceback" not in proc.stderr and
+              key in proc.stderr and len(proc.stderr.splitlines()) == 1,
+              "%s=%r: %d %r" % (key, value, proc.returncode, proc.stderr))
+
+
 BAD_VALUES = [
     ("--workload", "bogus", "random"),
     ("--alloc", "maybe", "async"),
@@ -273,6 +637,13 @@ CASES = {
     "malformed-log": case_malformed_log,
     "bad-flags": case_bad_flags,
     "plot": case_plot,
+    "silent-failures": case_silent_failures,
+    "interrupt": case_interrupt,
+    "interrupt-convert": case_interrupt_convert,
+    "outputs": case_outputs,
+    "parsing": case_parsing,
+    "plot-input": case_plot_input,
+    "terminal": case_terminal,
 }
 
 

@@ -35,7 +35,7 @@ ensure_packages() {
   fi
   local missing=() pkg
   for pkg in "${PACKAGES[@]}"; do
-    if ! dpkg -s "$pkg" 2>/dev/null | grep -q '^Status: install ok installed'; then
+    if ! [[ $(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null) == installed ]]; then
       missing+=("$pkg")
     fi
   done

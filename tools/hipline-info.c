@@ -6,10 +6,12 @@
 //
 // Uses only the public API in include/hipline/. Exit codes: 0 on success, 1
 // when a query fails, 2 for a usage error or an invalid HIPLINE_* variable.
+#include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hipline/allocator.h"
@@ -18,6 +20,7 @@
 #include "hipline/executable.h"
 #include "hipline/export.h"
 #include "hipline/status.h"
+#include "hipline/trace.h"
 
 typedef struct hl_info_options_t {
   bool json;
@@ -679,6 +682,23 @@ int main(int argc, char** argv) {
   if (writer.json) {
     hl_json_close(&writer, '}');
     putchar('\n');
+  }
+  // HIPLINE_TRACE's trace is written here, where a failed write can still
+  // fail the program (the library's write at exit then has nothing left).
+  const char* trace = getenv("HIPLINE_TRACE");
+  if (trace && trace[0] && hl_trace_capture_active()) {
+    hl_status_t trace_status = hl_trace_capture_end(trace);
+    if (trace_status) {
+      hl_status_fprint(stderr, "hipline-info: HIPLINE_TRACE: ", trace_status);
+      hl_status_free(trace_status);
+      ok = false;
+    }
+  }
+  // A report that could not be written (a full disk, a closed pipe) fails.
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "hipline-info: writing the report failed: %s\n",
+            strerror(errno));
+    return 1;
   }
   return ok ? 0 : 1;
 }

@@ -33,6 +33,7 @@ REQUIRED_PACKAGES=(
   cmake make gcc libc6-dev pkgconf python3
   libcmocka-dev libamdhip64-dev hipcc rocm-device-libs clang-19 lld-19
   clang-14 libclang-rt-14-dev
+  gnuplot-nox
 )
 OPTIONAL_PACKAGES=(valgrind)
 
@@ -72,7 +73,7 @@ die() {
 missing_packages() {
   local pkg
   for pkg in "$@"; do
-    if ! dpkg -s "$pkg" 2>/dev/null | grep -q '^Status: install ok installed'; then
+    if ! [[ $(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null) == installed ]]; then
       printf '%s\n' "$pkg"
     fi
   done

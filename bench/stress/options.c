@@ -35,7 +35,8 @@ void stress_options_print_help(FILE* out) {
       "  --iterations N        random: live-allocation cap N (2N steps);\n"
       "                        multistream: iterations per queue; serving:\n"
       "                        steps per request; replay: passes over the log\n"
-      "  --duration SECONDS    run each workload for this long instead\n"
+      "  --duration SECONDS    run each workload for this long instead (not\n"
+      "                        with --iterations)\n"
       "  --seed N              random seed (default 1)\n"
       "  --max-size BYTES      largest allocation (random, serving)\n"
       "  --live-cap BYTES      random: cap on live bytes (default 64 MiB)\n"
@@ -66,12 +67,19 @@ void stress_options_print_help(FILE* out) {
       "\n"
       "Output:\n"
       "  --json FILE           one object per run (an array for several)\n"
-      "  --trace FILE          Chrome trace JSON of the whole program\n"
+      "  --trace FILE          Chrome trace JSON of the whole program (or\n"
+      "                        HIPLINE_TRACE=FILE; not both)\n"
+      "  --trace-events N      keep at most N trace events (default 1000000);\n"
+      "                        later ones are counted and warned about\n"
       "  --quiet               no table\n"
       "  --help                this text\n"
       "\n"
-      "Exit status: 0 on success; 1 when a run fails, sees a verification\n"
-      "failure or a use-after-free; 2 for bad usage.\n");
+      "Exit status: 0 on success; 1 when a run fails (a failed submission or\n"
+      "allocation, named on stderr and in the JSON), sees a verification\n"
+      "failure or a use-after-free, or an output cannot be written; 2 for\n"
+      "bad usage (outputs are checked before the first run); 130 or 143\n"
+      "after SIGINT or SIGTERM, with what was measured written and marked\n"
+      "partial.\n");
 }
 
 static int usage_error(const char* flag, const char* value,
@@ -84,14 +92,16 @@ static int usage_error(const char* flag, const char* value,
   return 2;
 }
 
+// Numbers are decimal: "010" is ten, "0x10" is an error.
 static bool parse_u64(const char* text, uint64_t lo, uint64_t hi,
                       uint64_t* out) {
-  if (!text[0] || text[0] == '-' || text[0] == '+' || text[0] == ' ') {
-    return false;
+  if (!text[0]) return false;
+  for (const char* c = text; *c; ++c) {
+    if (*c < '0' || *c > '9') return false;
   }
   errno = 0;
   char* end = NULL;
-  unsigned long long v = strtoull(text, &end, 0);
+  unsigned long long v = strtoull(text, &end, 10);
   if (errno || *end || v < lo || v > hi) return false;
   *out = v;
   return true;
@@ -118,8 +128,12 @@ static bool parse_size(const char* text, uint64_t lo, uint64_t hi,
   return true;
 }
 
+// Decimal numbers with an optional fraction and exponent ("0.5", "2e-3");
+// no hexadecimal, "inf" or "nan".
 static bool parse_double(const char* text, double lo, double hi, double* out) {
-  if (!text[0] || text[0] == ' ') return false;
+  if (!text[0] || strspn(text, "0123456789.eE+-") != strlen(text)) {
+    return false;
+  }
   errno = 0;
   char* end = NULL;
   double v = strtod(text, &end);
@@ -188,13 +202,13 @@ int stress_options_parse(int argc, char** argv, stress_options_t* out) {
     }
 
     static const char* const kValued[] = {
-        "--workload",   "--alloc",    "--assume-no-alias",
-        "--fallback",   "--backend",  "--seed",
-        "--iterations", "--duration", "--max-size",
-        "--live-cap",   "--queues",   "--requests",
-        "--results",    "--aliasing", "--spin",
-        "--json",       "--trace",    "--trace-file",
-        "--log"};
+        "--workload",   "--alloc",       "--assume-no-alias",
+        "--fallback",   "--backend",     "--seed",
+        "--iterations", "--duration",    "--max-size",
+        "--live-cap",   "--queues",      "--requests",
+        "--results",    "--aliasing",    "--spin",
+        "--json",       "--trace",       "--trace-file",
+        "--log",        "--trace-events"};
     bool known = false;
     for (size_t k = 0; k < sizeof(kValued) / sizeof(kValued[0]); ++k) {
       known |= strcmp(flag, kValued[k]) == 0;
@@ -311,6 +325,10 @@ int stress_options_parse(int argc, char** argv, stress_options_t* out) {
       }
       out->aliasing = d;
       out->aliasing_set = true;
+    } else if (!strcmp(flag, "--trace-events")) {
+      if (!parse_u64(value, 1, 100000000, &out->trace_events)) {
+        return usage_error(flag, value, "an integer in [1, 100000000]");
+      }
     } else if (!strcmp(flag, "--spin")) {
       if (!parse_u64(value, 0, 1000000000, &out->spin_ns)) {
         return usage_error(flag, value, "nanoseconds in [0, 1000000000]");
@@ -333,6 +351,12 @@ int stress_options_parse(int argc, char** argv, stress_options_t* out) {
     }
   }
 
+  if (out->duration_s > 0 && out->iterations) {
+    fprintf(stderr, STRESS_PROG
+            ": --duration and --iterations both set how long a run is; give "
+            "one of them\n");
+    return 2;
+  }
   // A log alone means replay.
   if (out->log_path && !out->workload_set) {
     out->workload = STRESS_WORKLOAD_REPLAY;

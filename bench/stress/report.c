@@ -38,9 +38,7 @@ static const stress_result_t* async_row(const stress_result_t* results,
 void stress_report_table(FILE* out, const stress_result_t* results,
                          size_t count) {
   if (count == 0) return;
-  fprintf(out,
-          "backend %s, oracle %s, assume_no_alias: per-invocation value "
-          "unless the source column says otherwise\n\n",
+  fprintf(out, "backend %s, oracle %s (see the legend below the table)\n\n",
           hl_backend_kind_name(results[0].backend), stress_oracle_kind());
   fprintf(out,
           "%-11s %-17s %-5s %-12s %-11s %7s %7s %9s %8s %9s %8s %8s %6s %6s "
@@ -66,6 +64,9 @@ void stress_report_table(FILE* out, const stress_result_t* results,
                r->log_peak_live_bytes ? (double)r->peak_reserved_bytes /
                                             (double)r->log_peak_live_bytes
                                       : 0.0);
+    }
+    if (r->partial) {
+      snprintf(notes, sizeof(notes), "PARTIAL (interrupted)");
     }
     if (r->error[0]) {
       snprintf(notes, sizeof(notes), "FAILED (see stderr)");
@@ -95,9 +96,53 @@ void stress_report_table(FILE* out, const stress_result_t* results,
             (unsigned long long)r->verify_failures,
             (unsigned long long)r->use_after_free, thr, res, notes);
   }
-  fprintf(out,
-          "\nthr/asyn: ops/s against the workload's async run (higher is "
-          "better); res/asyn: peak reserved bytes against it.\n");
+  stress_report_legend(out);
+}
+
+void stress_report_legend(FILE* out) {
+  static const char* const kLegend[][2] = {
+      {"workload",
+       "random (alloc/free churn on one queue), multistream "
+       "(queues in parallel), serving (chains of function "
+       "calls), replay (an allocation log)"},
+      {"policy",
+       "async: queue-ordered alloc/free, assume_no_alias=1; "
+       "noalias0-*: assume_no_alias=0 with that fallback; sync: "
+       "alloc + wait, device sync before each free"},
+      {"alloc", "async (hl_queue_alloca/dealloca) or sync (each waited for)"},
+      {"no_alias",
+       "the assume_no_alias in effect and where it came from: "
+       "inv (the per-invocation value), env "
+       "(HIPLINE_ASSUME_NO_ALIAS), api"},
+      {"fallback",
+       "how a result that may be aliased is freed: frontier "
+       "(once the queues that used it pass it) or device-sync"},
+      {"ops, secs, ops/s",
+       "operations run, wall time including the final "
+       "drain, and their rate"},
+      {"p50_us, p99_us",
+       "host time of one operation (median, 99th "
+       "percentile), microseconds"},
+      {"used", "peak bytes allocated and not yet freed"},
+      {"reserved", "peak bytes the pool held from the device"},
+      {"async, sync", "function results imported without / with a wait"},
+      {"alias",
+       "results detected as aliases of a global or an argument "
+       "(always imported with a wait)"},
+      {"fb_rel", "frees that took the refcount fallback"},
+      {"vfail", "verified words that did not hold their pattern (must be 0)"},
+      {"uaf", "use-after-free found by --checked (must be 0)"},
+      {"thr/asyn, res/asyn",
+       "ops/s and peak reserved bytes against the "
+       "workload's async row (higher thr is better)"},
+      {"oracle",
+       "dispatch: fill/verify kernels on the queues; "
+       "host-readback: a build without dispatch"},
+  };
+  fprintf(out, "\nLegend:\n");
+  for (size_t i = 0; i < sizeof(kLegend) / sizeof(kLegend[0]); ++i) {
+    fprintf(out, "  %-19s %s\n", kLegend[i][0], kLegend[i][1]);
+  }
 }
 
 static void json_string(FILE* f, const char* s) {
@@ -145,12 +190,14 @@ static void json_result(FILE* f, const stress_result_t* r) {
           (unsigned long long)r->sync_imports,
           (unsigned long long)r->alias_detected,
           (unsigned long long)r->fallback_releases);
-  fprintf(f,
-          "   \"verified\": %llu, \"verify_failures\": %llu, "
-          "\"use_after_free\": %llu",
-          (unsigned long long)r->verified,
-          (unsigned long long)r->verify_failures,
-          (unsigned long long)r->use_after_free);
+  fprintf(
+      f,
+      "   \"verified\": %llu, \"verify_failures\": %llu, "
+      "\"unverified\": %llu, \"use_after_free\": %llu, "
+      "\"failed_submissions\": %llu, \"ooms\": %llu",
+      (unsigned long long)r->verified, (unsigned long long)r->verify_failures,
+      (unsigned long long)r->unverified, (unsigned long long)r->use_after_free,
+      (unsigned long long)r->failed_submissions, (unsigned long long)r->ooms);
   if (r->workload == STRESS_WORKLOAD_MULTISTREAM) {
     fprintf(f, ",\n   \"single_queue_seconds\": %.6f, \"queue_scaling\": %.4f",
             r->single_queue_seconds, r->queue_scaling);
@@ -166,7 +213,8 @@ static void json_result(FILE* f, const stress_result_t* r) {
                                          (double)r->log_peak_live_bytes
                                    : 0.0);
   }
-  fprintf(f, ",\n   \"error\": ");
+  fprintf(f,
+          ",\n   \"partial\": %s, \"error\": ", r->partial ? "true" : "false");
   json_string(f, r->error);
   fprintf(f, "}");
 }
@@ -185,9 +233,16 @@ hl_status_t stress_report_json(const char* path, const stress_result_t* results,
     fprintf(f, "%s\n", i + 1 < count ? "," : "");
   }
   if (count != 1) fprintf(f, "]\n");
-  if (fclose(f) != 0) {
-    return HL_MAKE_STATUS(HL_STATUS_DATA_LOSS, "writing '%s': %s", path,
-                          strerror(errno));
+  int failed = ferror(f);
+  int saved = errno;
+  if (fclose(f) != 0 && !failed) {
+    failed = 1;
+    saved = errno;
+  }
+  if (failed) {
+    return HL_MAKE_STATUS(HL_STATUS_DATA_LOSS,
+                          "writing the JSON file '%s' failed: %s", path,
+                          strerror(saved));
   }
   return hl_ok_status();
 }

@@ -100,11 +100,8 @@ hl_status_t stress_effective_assume_no_alias(bool value, bool* out_value,
 // Progress
 //===----------------------------------------------------------------------===//
 
-static int stress_stderr_is_tty = -1;
-
 void stress_progress(stress_run_t* run, double fraction) {
-  if (stress_stderr_is_tty < 0) stress_stderr_is_tty = isatty(2) ? 1 : 0;
-  if (!stress_stderr_is_tty) return;
+  if (!stress_terminal_is_tty()) return;
   hl_time_t now = hl_time_now();
   if (now - run->progress_last < 100 * 1000000ll) return;
   run->progress_last = now;
@@ -114,20 +111,67 @@ void stress_progress(stress_run_t* run, double fraction) {
   char bar[31];
   for (int i = 0; i < 30; ++i) bar[i] = i < filled ? '#' : '.';
   bar[30] = '\0';
-  fprintf(stderr, "\r%-12s %-18s [%s] %3d%%",
-          stress_workload_name(run->result->workload), run->policy.label, bar,
-          (int)(fraction * 100));
-  fflush(stderr);
+  char text[128];
+  snprintf(text, sizeof(text), "%-12s %-18s [%s] %3d%%",
+           stress_workload_name(run->result->workload), run->policy.label, bar,
+           (int)(fraction * 100));
+  stress_terminal_bar(text);
 }
 
 void stress_progress_done(stress_run_t* run) {
-  if (stress_stderr_is_tty != 1) return;
-  fprintf(stderr, "\r%70s\r", "");
-  fflush(stderr);
+  (void)run;
+  if (!stress_terminal_is_tty()) return;
+  stress_terminal_bar(NULL);
 }
 
-bool stress_run_expired(const stress_run_t* run) {
-  return run->deadline != HL_INFINITE_FUTURE && hl_time_now() >= run->deadline;
+volatile sig_atomic_t stress_interrupted = 0;
+
+// Submissions a run may have outstanding on one queue before it waits for
+// the queue to catch up (to half of it), so that the drain after the
+// deadline or a signal is short. The wait is outside the latency samples and
+// the run's time includes the final drain anyway, so the throughput is that
+// of the device either way.
+#define STRESS_BACKLOG 4096
+
+static void stress_run_pace(stress_run_t* run) {
+  for (uint32_t i = 0; i < run->queue_count; ++i) {
+    hl_queue_stats_t stats;
+    hl_queue_stats(run->queues[i], &stats);
+    hl_semaphore_t* timeline = hl_queue_timeline(run->queues[i]);
+    uint64_t completed = 0;
+    hl_status_t st = hl_semaphore_query(timeline, &completed);
+    if (!st && stats.submitted_value > completed + STRESS_BACKLOG) {
+      // A failure or the deadline ends the wait; the run's end reports the
+      // failure (the queue status and the watch semaphores).
+      st = hl_semaphore_wait(
+          timeline, stats.submitted_value - STRESS_BACKLOG / 2, run->deadline);
+    }
+    hl_status_ignore(st);
+  }
+}
+
+bool stress_run_done(stress_run_t* run, uint64_t step, uint64_t steps) {
+  if (stress_interrupted) {
+    run->result->partial = true;
+    return true;
+  }
+  if ((run->checks++ & 15) == 0) stress_run_pace(run);
+  if (run->deadline == HL_INFINITE_FUTURE) return step >= steps;
+  return hl_time_now() >= run->deadline;
+}
+
+double stress_run_fraction(const stress_run_t* run, uint64_t step,
+                           uint64_t steps) {
+  if (run->deadline == HL_INFINITE_FUTURE) {
+    return steps ? (double)step / (double)steps : 0;
+  }
+  if (run->duration <= 0) return 1;
+  return 1.0 - (double)(run->deadline - hl_time_now()) / (double)run->duration;
+}
+
+void stress_run_set_duration(stress_run_t* run, hl_duration_t duration) {
+  run->duration = duration;
+  run->deadline = hl_deadline_after(duration);
 }
 
 //===----------------------------------------------------------------------===//
@@ -182,8 +226,8 @@ hl_status_t stress_run_initialize(const stress_options_t* options,
   HL_RETURN_IF_ERROR_PLAIN(
       hl_fence_create(hl_allocator_system(), &out_run->sync_fence));
   if (options->duration_s > 0) {
-    out_run->deadline =
-        hl_deadline_after((hl_duration_t)(options->duration_s * 1e9));
+    stress_run_set_duration(out_run,
+                            (hl_duration_t)(options->duration_s * 1e9));
   }
   return hl_ok_status();
 }
@@ -214,10 +258,15 @@ hl_status_t stress_run_alloc(stress_run_t* run, uint32_t queue_index,
                              uint64_t size, hl_buffer_t** out_buffer) {
   hl_queue_t* queue = run->queues[queue_index];
   if (run->policy.alloc == STRESS_ALLOC_ASYNC) {
-    return hl_queue_alloca(queue, NULL, NULL, size, 0, out_buffer);
+    return hl_queue_alloca(queue, NULL,
+                           stress_oracle_signal(run->oracle, queue_index, NULL),
+                           size, 0, out_buffer);
   }
-  HL_RETURN_IF_ERROR_PLAIN(hl_queue_alloca(
-      queue, NULL, stress_run_sync_fence(run), size, 0, out_buffer));
+  HL_RETURN_IF_ERROR_PLAIN(
+      hl_queue_alloca(queue, NULL,
+                      stress_oracle_signal(run->oracle, queue_index,
+                                           stress_run_sync_fence(run)),
+                      size, 0, out_buffer));
   return stress_run_sync_wait(run);
 }
 
@@ -226,13 +275,19 @@ hl_status_t stress_run_free(stress_run_t* run, uint32_t queue_index,
   hl_queue_t* queue = run->queues[queue_index];
   hl_status_t st = NULL;
   if (run->policy.alloc == STRESS_ALLOC_ASYNC) {
-    st = hl_queue_dealloca(queue, NULL, NULL, buffer);
+    st = hl_queue_dealloca(queue, NULL,
+                           stress_oracle_signal(run->oracle, queue_index, NULL),
+                           buffer);
   } else {
     // The naive baseline: nothing knows when the memory was last used, so
     // the whole device drains before the free.
     st = hl_device_wait_idle(run->device, HL_INFINITE_FUTURE);
-    if (!st)
-      st = hl_queue_dealloca(queue, NULL, stress_run_sync_fence(run), buffer);
+    if (!st) {
+      st = hl_queue_dealloca(queue, NULL,
+                             stress_oracle_signal(run->oracle, queue_index,
+                                                  stress_run_sync_fence(run)),
+                             buffer);
+    }
     if (!st) st = stress_run_sync_wait(run);
   }
   hl_buffer_release(buffer);
@@ -248,16 +303,28 @@ hl_status_t stress_run_finish(stress_run_t* run, hl_time_t start, hl_time_t end,
   r->p50_us = stress_latency_quantile_us(&run->latency, 0.50);
   r->p99_us = stress_latency_quantile_us(&run->latency, 0.99);
 
+  // The first failure the run saw is its error: the device, a failed queue,
+  // then the first failed submission (the watch semaphores), then failures
+  // only the counters show.
   hl_status_t st = hl_device_wait_idle(run->device, HL_INFINITE_FUTURE);
   for (uint32_t i = 0; i < run->queue_count; ++i) {
     st = hl_status_join(st, hl_queue_status(run->queues[i]));
   }
-  if (!st && run->oracle) {
-    uint64_t failures = 0, verified = 0;
-    st = stress_oracle_collect(run->oracle, &failures, &verified);
+  if (run->oracle) {
+    uint64_t failures = 0, verified = 0, unverified = 0;
+    st = hl_status_join(st, stress_oracle_collect(run->oracle, &failures,
+                                                  &verified, &unverified));
     r->verify_failures += failures;
     r->verified += verified;
+    r->unverified += unverified;
   }
+  uint64_t failed = 0;
+  for (uint32_t i = 0; i < run->queue_count; ++i) {
+    hl_queue_stats_t qs;
+    hl_queue_stats(run->queues[i], &qs);
+    failed += qs.failed;
+  }
+  r->failed_submissions += failed;
 
   hl_memory_stats_t mem;
   hl_status_t mst = hl_device_memory_stats(run->device, &mem);
@@ -268,8 +335,25 @@ hl_status_t stress_run_finish(stress_run_t* run, hl_time_t start, hl_time_t end,
                            mem.fallback_releases_device_sync +
                            mem.fallback_releases_ordered;
     r->use_after_free = mem.use_after_free;
+    r->ooms += mem.ooms;
   }
   st = hl_status_join(st, mst);
+  if (!st && failed) {
+    st = HL_MAKE_STATUS(HL_STATUS_INTERNAL, "%llu queue submissions failed",
+                        (unsigned long long)failed);
+  }
+  if (!st && !mst && mem.ooms) {
+    st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                        "the pool failed %llu allocations",
+                        (unsigned long long)mem.ooms);
+  }
+  if (st && (failed || (!mst && mem.ooms))) {
+    st = hl_status_annotate(st,
+                            "%llu failed submissions, %llu failed "
+                            "allocations; first failure",
+                            (unsigned long long)failed,
+                            (unsigned long long)(mst ? 0 : mem.ooms));
+  }
   hl_invocation_stats_t inv;
   hl_status_t ist = hl_device_invocation_stats(run->device, &inv);
   if (!ist) {

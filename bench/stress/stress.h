@@ -9,6 +9,7 @@
 #ifndef HIPLINE_BENCH_STRESS_STRESS_H_
 #define HIPLINE_BENCH_STRESS_STRESS_H_
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,7 +64,9 @@ typedef struct stress_options_t {
   bool aliasing_set;
   uint64_t spin_ns;
   const char* json_path;
-  const char* trace_path;
+  const char* trace_path;  // --trace, else HIPLINE_TRACE (see main.c).
+  bool trace_from_env;     // |trace_path| is HIPLINE_TRACE.
+  uint64_t trace_events;   // --trace-events (0: the default).
   const char* log_path;
   bool quiet;  // No table (JSON only).
 } stress_options_t;
@@ -112,7 +115,10 @@ typedef struct stress_result_t {
   uint64_t fallback_releases;
   uint64_t verified;
   uint64_t verify_failures;
+  uint64_t unverified;  // Verifications voided by a failed submission.
   uint64_t use_after_free;
+  uint64_t failed_submissions;  // hl_queue_stats failed, all queues.
+  uint64_t ooms;                // The pool's failed allocations.
   // multistream: seconds with one queue and the ratio K queues / 1 queue.
   double single_queue_seconds;
   double queue_scaling;
@@ -120,6 +126,8 @@ typedef struct stress_result_t {
   uint64_t log_events;
   uint64_t log_peak_live_bytes;
   uint64_t log_peak_live_count;
+  // The run was cut short by SIGINT or SIGTERM.
+  bool partial;
   // A failure that ended the run early ("" when none).
   char error[512];
 } stress_result_t;
@@ -143,10 +151,21 @@ hl_status_t stress_oracle_verify(stress_oracle_t* oracle, uint32_t queue_index,
                                  const hl_fence_t* wait_fence,
                                  const hl_fence_t* signal_fence,
                                  hl_buffer_t* buffer, uint32_t seed);
-// Waits for every queue and returns the mismatches and verifications so far.
+// The signal fence for a submission on queue |queue_index|: the queue's
+// watch semaphore (which keeps the first failure of any submission made
+// with it) plus the pairs of |also| (may be NULL). Valid until the next call
+// for the same queue.
+const hl_fence_t* stress_oracle_signal(stress_oracle_t* oracle,
+                                       uint32_t queue_index,
+                                       const hl_fence_t* also);
+// Waits for every queue and returns the mismatches and the verifications
+// really made. Returns the first failure of a submission on any queue; the
+// verifications of a queue that saw one count as |out_unverified| instead
+// (its counter cannot be trusted).
 hl_status_t stress_oracle_collect(stress_oracle_t* oracle,
                                   uint64_t* out_failures,
-                                  uint64_t* out_verified);
+                                  uint64_t* out_verified,
+                                  uint64_t* out_unverified);
 // Keeps queue |queue_index| busy for about |ns| (hl_queue_spin).
 hl_status_t stress_oracle_spin(stress_oracle_t* oracle, uint32_t queue_index,
                                uint64_t ns);
@@ -167,7 +186,9 @@ typedef struct stress_run_t {
   hl_fence_t* sync_fence;
   stress_latency_t latency;
   uint64_t rng;
-  hl_time_t deadline;  // HL_INFINITE_FUTURE unless --duration.
+  hl_time_t deadline;      // HL_INFINITE_FUTURE unless --duration.
+  hl_duration_t duration;  // The run's share of --duration (0: none).
+  uint64_t checks;         // Calls of stress_run_done (pacing).
   // Progress (0..1) for the progress bar.
   const char* progress_label;
   hl_time_t progress_last;
@@ -204,11 +225,32 @@ uint64_t stress_rng_range(uint64_t* state, uint64_t lo, uint64_t hi);
 // Uniform in [0, 1).
 double stress_rng_unit(uint64_t* state);
 
+// The terminal (bench/stress/terminal.c): on a TTY, stderr is relayed so
+// that log lines never break the progress bar.
+void stress_terminal_begin(void);
+void stress_terminal_end(void);
+bool stress_terminal_is_tty(void);
+// Shows |text| as the bar (NULL: removes it).
+void stress_terminal_bar(const char* text);
+
 // Reports progress |fraction| of the run (rate-limited; stderr TTY only).
 void stress_progress(stress_run_t* run, double fraction);
 void stress_progress_done(stress_run_t* run);
-// True when --duration has elapsed.
-bool stress_run_expired(const stress_run_t* run);
+// Set (to the signal number) by SIGINT or SIGTERM: every run stops at its
+// next step and the program writes what was measured, marked partial.
+extern volatile sig_atomic_t stress_interrupted;
+
+// True when the run's loop should end before step |step| (0-based) of
+// |steps|: after a signal (the result is marked partial), when --duration
+// has elapsed, or, without --duration, after |steps| steps. It also keeps
+// each queue's backlog of submitted work short, so the run ends promptly at
+// its deadline or a signal instead of draining seconds of queued work.
+bool stress_run_done(stress_run_t* run, uint64_t step, uint64_t steps);
+// The run's progress for the bar: time elapsed, or |step| of |steps|.
+double stress_run_fraction(const stress_run_t* run, uint64_t step,
+                           uint64_t steps);
+// Sets the run's deadline to |duration| from now (timed runs only).
+void stress_run_set_duration(stress_run_t* run, hl_duration_t duration);
 
 // The workloads. Each fills |result| (also on failure, with |error| set) and
 // returns a status for a failure that ended the run.
@@ -224,6 +266,8 @@ hl_status_t stress_workload_serving(const stress_options_t* options,
 hl_status_t stress_workload_replay(const stress_options_t* options,
                                    const stress_policy_t* policy,
                                    stress_result_t* result);
+// Releases what the workloads keep for the whole program.
+void stress_serving_cleanup(void);
 
 // The effective assume_no_alias for a per-invocation |value| and where it
 // comes from; fails when HIPLINE_ASSUME_NO_ALIAS is invalid.
@@ -233,6 +277,8 @@ hl_status_t stress_effective_assume_no_alias(bool value, bool* out_value,
 // Reporting.
 void stress_report_table(FILE* out, const stress_result_t* results,
                          size_t count);
+// What every column of the table means (printed under it).
+void stress_report_legend(FILE* out);
 hl_status_t stress_report_json(const char* path, const stress_result_t* results,
                                size_t count);
 

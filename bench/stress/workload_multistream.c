@@ -22,11 +22,13 @@ static hl_status_t multistream_pass(const stress_options_t* options,
   stress_run_t run;
   hl_status_t st =
       stress_run_initialize(options, policy, queue_count, result, &run);
+  // With --duration each of the two passes takes half of it.
+  if (options->duration_s > 0) {
+    stress_run_set_duration(&run, (hl_duration_t)(options->duration_s * 0.5e9));
+  }
   uint64_t ops = 0;
   hl_time_t start = hl_time_now();
-  bool timed = options->duration_s > 0;
-  for (uint64_t it = 0;
-       !st && (timed ? !stress_run_expired(&run) : it < iterations); ++it) {
+  for (uint64_t it = 0; !st && !stress_run_done(&run, it, iterations); ++it) {
     for (uint32_t q = 0; q < queue_count && !st; ++q) {
       hl_time_t t0 = hl_time_now();
       hl_buffer_t* buffer = NULL;
@@ -37,10 +39,7 @@ static hl_status_t multistream_pass(const stress_options_t* options,
       ++ops;
     }
     if ((it & 31) == 0) {
-      stress_progress(&run, timed
-                                ? 1.0 - (double)(run.deadline - hl_time_now()) /
-                                            (options->duration_s * 1e9)
-                                : (double)it / (double)iterations);
+      stress_progress(&run, stress_run_fraction(&run, it, iterations));
     }
   }
   hl_status_t wst =
@@ -65,23 +64,35 @@ hl_status_t stress_workload_multistream(const stress_options_t* options,
   // The single-queue reference first, into a scratch result.
   stress_result_t single = *result;
   double single_seconds = 0, multi_seconds = 0;
-  HL_RETURN_IF_ERROR(multistream_pass(options, policy, 1, iterations, &single,
-                                      &single_seconds),
-                     "multistream with 1 queue");
-  HL_RETURN_IF_ERROR(
-      multistream_pass(options, policy, k, iterations, result, &multi_seconds),
-      "multistream with %u queues", k);
+  hl_status_t st = multistream_pass(options, policy, 1, iterations, &single,
+                                    &single_seconds);
+  if (st) {
+    st = hl_status_annotate(st, "multistream with 1 queue");
+  } else if (single.partial) {
+    *result = single;  // Interrupted: the reference pass is all there is.
+    result->queue_scaling = 0;
+    return hl_ok_status();
+  } else {
+    st = multistream_pass(options, policy, k, iterations, result,
+                          &multi_seconds);
+    if (st) st = hl_status_annotate(st, "multistream with %u queues", k);
+  }
   result->verify_failures += single.verify_failures;
+  result->verified += single.verified;
+  result->unverified += single.unverified;
   result->use_after_free += single.use_after_free;
+  result->failed_submissions += single.failed_submissions;
+  result->ooms += single.ooms;
   result->single_queue_seconds = single_seconds;
-  if (options->duration_s > 0) {
+  if (st || result->partial || single_seconds <= 0 || multi_seconds <= 0) {
+    result->queue_scaling = 0;
+  } else if (options->duration_s > 0) {
     // Equal time, not equal work: compare the rate per queue.
     double single_rate = (double)single.ops / single_seconds;
     double multi_rate = (double)result->ops / k / multi_seconds;
     result->queue_scaling = multi_rate > 0 ? single_rate / multi_rate : 0;
   } else {
-    result->queue_scaling =
-        single_seconds > 0 ? multi_seconds / single_seconds : 0;
+    result->queue_scaling = multi_seconds / single_seconds;
   }
-  return hl_ok_status();
+  return st;
 }

@@ -58,9 +58,7 @@ hl_status_t stress_workload_random(const stress_options_t* options,
     }
   }
   hl_time_t start = hl_time_now();
-  bool timed = options->duration_s > 0;
-  for (uint64_t step = 0;
-       !st && (timed ? !stress_run_expired(&run) : step < 2 * n); ++step) {
+  for (uint64_t step = 0; !st && !stress_run_done(&run, step, 2 * n); ++step) {
     hl_time_t t0 = hl_time_now();
     bool room = live_count < n && live_bytes < cap;
     if (live_count == 0 ||
@@ -87,9 +85,7 @@ hl_status_t stress_workload_random(const stress_options_t* options,
     stress_latency_record(&run.latency, t0, hl_time_now());
     ++ops;
     if ((step & 255) == 0) {
-      stress_progress(&run, timed ? 1.0 - (double)(run.deadline - t0) /
-                                              (options->duration_s * 1e9)
-                                  : (double)step / (double)(2 * n));
+      stress_progress(&run, stress_run_fraction(&run, step, 2 * n));
     }
   }
   // What is still live is verified and freed (not timed as steps).

@@ -11,10 +11,13 @@
 // bytes.
 
 #include <errno.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench/replay_log.h"
@@ -35,6 +38,7 @@ static struct {
   bool loaded;
   char path[4096];       // The file given.
   char converted[4096];  // The temporary CSV, "" when none.
+  char copied[4096];     // A pipe's content copied to a file, "" when none.
   hl_replay_log_t log;
   hl_replay_summary_t summary;
 } replay_cache;
@@ -43,6 +47,8 @@ void stress_replay_cleanup(void);
 void stress_replay_cleanup(void) {
   if (replay_cache.converted[0]) unlink(replay_cache.converted);
   replay_cache.converted[0] = '\0';
+  if (replay_cache.copied[0]) unlink(replay_cache.copied);
+  replay_cache.copied[0] = '\0';
   hl_replay_log_deinitialize(&replay_cache.log);
   replay_cache.loaded = false;
 }
@@ -92,6 +98,64 @@ static const char* replay_converter(char* scratch, size_t capacity) {
   return HL_STRESS_TRACE_CONVERT;
 }
 
+// Creates an empty temporary file (TMPDIR, else /tmp) named into |out_path|.
+static hl_status_t replay_temporary(char* out_path, size_t capacity) {
+  const char* tmpdir = getenv("TMPDIR");
+  if (!tmpdir || !tmpdir[0]) tmpdir = "/tmp";
+  int n = snprintf(out_path, capacity, "%s/hipline-stress-XXXXXX", tmpdir);
+  if (n < 0 || (size_t)n >= capacity) {
+    out_path[0] = '\0';
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "TMPDIR is too long");
+  }
+  int fd = mkstemp(out_path);
+  if (fd < 0) {
+    int error = errno;
+    out_path[0] = '\0';
+    return HL_MAKE_STATUS(HL_STATUS_PERMISSION_DENIED,
+                          "creating a temporary file in '%s': %s", tmpdir,
+                          strerror(error));
+  }
+  close(fd);
+  return hl_ok_status();
+}
+
+// A log that is not a regular file (a pipe: /dev/stdin, <(...)) can be read
+// once only; it is copied to a temporary file that is sniffed and parsed.
+static hl_status_t replay_copy_stream(const char* path, char* out_path,
+                                      size_t capacity) {
+  HL_RETURN_IF_ERROR_PLAIN(replay_temporary(out_path, capacity));
+  FILE* in = fopen(path, "rb");
+  FILE* out = in ? fopen(out_path, "wb") : NULL;
+  hl_status_t st = NULL;
+  if (!in || !out) {
+    st = HL_MAKE_STATUS(HL_STATUS_PERMISSION_DENIED, "cannot open '%s': %s",
+                        in ? out_path : path, strerror(errno));
+  }
+  char buffer[65536];
+  size_t n = 0;
+  while (!st && !stress_interrupted &&
+         (n = fread(buffer, 1, sizeof(buffer), in)) > 0) {
+    if (fwrite(buffer, 1, n, out) != n) {
+      st = HL_MAKE_STATUS(HL_STATUS_DATA_LOSS, "copying '%s' to '%s': %s", path,
+                          out_path, strerror(errno));
+    }
+  }
+  if (!st && in && ferror(in)) {
+    st = HL_MAKE_STATUS(HL_STATUS_DATA_LOSS, "reading '%s': %s", path,
+                        strerror(errno));
+  }
+  if (!st && stress_interrupted) {
+    st = HL_MAKE_STATUS(HL_STATUS_CANCELLED, "reading '%s' was interrupted",
+                        path);
+  }
+  if (in) fclose(in);
+  if (out && fclose(out) != 0 && !st) {
+    st = HL_MAKE_STATUS(HL_STATUS_DATA_LOSS, "writing '%s': %s", out_path,
+                        strerror(errno));
+  }
+  return st;
+}
+
 static hl_status_t replay_convert(const char* input, char* out_csv,
                                   size_t capacity) {
   char scratch[4096];
@@ -104,26 +168,33 @@ static hl_status_t replay_convert(const char* input, char* out_csv,
         "HIPLINE_TRACE_CONVERT",
         input, converter, input);
   }
-  const char* tmpdir = getenv("TMPDIR");
-  if (!tmpdir || !tmpdir[0]) tmpdir = "/tmp";
-  int n = snprintf(out_csv, capacity, "%s/hipline-stress-XXXXXX", tmpdir);
-  if (n < 0 || (size_t)n >= capacity) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "TMPDIR is too long");
-  }
-  int fd = mkstemp(out_csv);
-  if (fd < 0) {
-    return HL_MAKE_STATUS(HL_STATUS_PERMISSION_DENIED,
-                          "creating a temporary file in '%s': %s", tmpdir,
-                          strerror(errno));
-  }
-  close(fd);
-  char* argv[] = {(char*)converter, (char*)input, (char*)"-o", out_csv, NULL};
+  HL_RETURN_IF_ERROR_PLAIN(replay_temporary(out_csv, capacity));
+  // "--" ends the options: a log named "--help" is a file name.
+  char* argv[] = {(char*)converter, (char*)"-o",  out_csv,
+                  (char*)"--",      (char*)input, NULL};
   pid_t pid = 0;
   int rc = posix_spawn(&pid, converter, NULL, NULL, argv, environ);
   int status = 0;
+  bool interrupted = false;
   if (rc == 0) {
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    // Polled, so that a signal to this program stops the converter too (a
+    // SIGTERM reaches only this process) and its temporary file goes.
+    for (;;) {
+      pid_t done = waitpid(pid, &status, WNOHANG);
+      if (done == pid || (done < 0 && errno != EINTR)) break;
+      if (stress_interrupted && !interrupted) {
+        interrupted = true;
+        kill(pid, SIGTERM);
+      }
+      struct timespec pause = {0, 10 * 1000 * 1000};
+      nanosleep(&pause, NULL);
     }
+  }
+  if (interrupted) {
+    unlink(out_csv);
+    out_csv[0] = '\0';
+    return HL_MAKE_STATUS(HL_STATUS_CANCELLED,
+                          "converting '%s' was interrupted", input);
   }
   if (rc != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     unlink(out_csv);
@@ -142,20 +213,37 @@ static hl_status_t replay_load(const char* path) {
   }
   stress_replay_cleanup();
   snprintf(replay_cache.path, sizeof(replay_cache.path), "%s", path);
+  struct stat info;
+  if (stat(path, &info) != 0) {
+    return HL_MAKE_STATUS(
+        errno == ENOENT ? HL_STATUS_NOT_FOUND : HL_STATUS_PERMISSION_DENIED,
+        "cannot open the log '%s': %s", path, strerror(errno));
+  }
+  if (S_ISDIR(info.st_mode)) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "the log '%s' is a directory", path);
+  }
+  const char* source = path;
+  if (!S_ISREG(info.st_mode)) {
+    HL_RETURN_IF_ERROR_PLAIN(replay_copy_stream(path, replay_cache.copied,
+                                                sizeof(replay_cache.copied)));
+    source = replay_cache.copied;
+  }
   bool convert = false;
-  HL_RETURN_IF_ERROR_PLAIN(replay_needs_conversion(path, &convert));
-  const char* csv = path;
+  HL_RETURN_IF_ERROR_PLAIN(replay_needs_conversion(source, &convert));
+  const char* csv = source;
   if (convert) {
-    HL_RETURN_IF_ERROR_PLAIN(replay_convert(path, replay_cache.converted,
+    HL_RETURN_IF_ERROR_PLAIN(replay_convert(source, replay_cache.converted,
                                             sizeof(replay_cache.converted)));
     csv = replay_cache.converted;
   }
   hl_status_t st =
       hl_replay_log_parse_file(csv, HL_REPLAY_LOG_FLAG_NONE, &replay_cache.log);
   if (st) {
-    return convert ? hl_status_annotate(st, "reading '%s' converted from '%s'",
-                                        csv, path)
-                   : st;
+    return csv != path
+               ? hl_status_annotate(st, "reading '%s' (a copy of the log '%s')",
+                                    csv, path)
+               : st;
   }
   hl_replay_log_summarize(&replay_cache.log, &replay_cache.summary);
   replay_cache.loaded = true;
@@ -199,7 +287,6 @@ hl_status_t stress_workload_replay(const stress_options_t* options,
     if (k == 0) k = 1;
   }
   uint64_t passes = options->iterations ? options->iterations : 1;
-  bool timed = options->duration_s > 0;
 
   stress_run_t run;
   hl_status_t st = stress_run_initialize(options, policy, k, result, &run);
@@ -213,9 +300,11 @@ hl_status_t stress_workload_replay(const stress_options_t* options,
   }
   uint64_t ops = 0;
   hl_time_t start = hl_time_now();
-  for (uint64_t pass = 0;
-       !st && (timed ? !stress_run_expired(&run) : pass < passes); ++pass) {
+  for (uint64_t pass = 0; !st && !stress_run_done(&run, pass, passes); ++pass) {
     for (size_t i = 0; i < log->event_count && !st; ++i) {
+      // A signal or the deadline also ends a pass (step 0 of 1: not done by
+      // count).
+      if (i && (i & 255) == 0 && stress_run_done(&run, 0, 1)) break;
       const hl_replay_event_t* e = &log->events[i];
       uint32_t qi = e->stream % k;
       hl_time_t t0 = hl_time_now();
@@ -245,10 +334,8 @@ hl_status_t stress_workload_replay(const stress_options_t* options,
       ++ops;
       if ((i & 1023) == 0) {
         stress_progress(&run,
-                        timed ? 1.0 - (double)(run.deadline - t0) /
-                                          (options->duration_s * 1e9)
-                              : ((double)pass + (double)i / log->event_count) /
-                                    (double)passes);
+                        stress_run_fraction(&run, pass * log->event_count + i,
+                                            passes * log->event_count));
       }
     }
     // Allocations the log never frees end with the pass.

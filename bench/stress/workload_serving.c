@@ -60,6 +60,21 @@ typedef struct serving_t {
   serving_request_t* current;
 } serving_t;
 
+// The two functions live for the whole program, so the runtime's alias
+// warning ("logged once per function") is logged once, not once per run;
+// |serving_current| is the run they serve.
+static hl_function_t* serving_first_function;
+static hl_function_t* serving_function;
+static serving_t* serving_current;
+static bool serving_alias_noted;
+
+void stress_serving_cleanup(void) {
+  hl_function_release(serving_function);
+  hl_function_release(serving_first_function);
+  serving_function = NULL;
+  serving_first_function = NULL;
+}
+
 static void serving_frame_release(serving_request_t* req) {
   for (uint32_t i = 0; i < req->frame_count; ++i) {
     hl_buffer_release(req->frame[i]);
@@ -82,8 +97,10 @@ static hl_status_t serving_alloc(serving_t* s, serving_request_t* req,
   if (run->policy.alloc == STRESS_ALLOC_SYNC) {
     return stress_run_alloc(run, req->queue_index, size, out_buffer);
   }
-  hl_status_t st = hl_queue_alloca(run->queues[req->queue_index], *wait, NULL,
-                                   size, 0, out_buffer);
+  hl_status_t st =
+      hl_queue_alloca(run->queues[req->queue_index], *wait,
+                      stress_oracle_signal(run->oracle, req->queue_index, NULL),
+                      size, 0, out_buffer);
   *wait = NULL;
   return st;
 }
@@ -95,7 +112,8 @@ static hl_status_t serving_step_fn(void* user, hl_queue_t* queue,
                                    const hl_fence_t* signal_fence,
                                    hl_buffer_t** out_results,
                                    size_t result_count) {
-  serving_t* s = user;
+  (void)user;
+  serving_t* s = serving_current;
   serving_request_t* req = s->current;
   stress_run_t* run = s->run;
   uint32_t qi = req->queue_index;
@@ -155,7 +173,10 @@ static hl_status_t serving_step_fn(void* user, hl_queue_t* queue,
       req->next_seeds[last] = s->global_seed;
     }
   }
-  if (!st) st = hl_queue_barrier(queue, wait, signal_fence);
+  if (!st) {
+    st = hl_queue_barrier(queue, wait,
+                          stress_oracle_signal(run->oracle, qi, signal_fence));
+  }
 
   // The frame now holds this call's allocations instead of the last call's.
   serving_frame_release(req);
@@ -255,17 +276,30 @@ hl_status_t stress_workload_serving(const stress_options_t* options,
   for (uint32_t i = 0; i < HL_FUNCTION_MAX_ARGUMENTS; ++i) {
     access[i] = HL_ACCESS_READ;
   }
-  // The first step has no arguments; later ones take the M results.
-  hl_function_t* first_function = NULL;
-  if (!st) {
+  // The first step has no arguments; later ones take the M results. M is
+  // the same for every run of the program.
+  if (!st && !serving_first_function) {
     hl_function_signature_t sig = {0, m, access};
-    st = hl_function_create("stress.first_step", &sig, serving_step_fn, &s,
-                            hl_allocator_system(), &first_function);
+    st = hl_function_create("stress.first_step", &sig, serving_step_fn, NULL,
+                            hl_allocator_system(), &serving_first_function);
   }
-  if (!st) {
+  if (!st && !serving_function) {
     hl_function_signature_t sig = {m, m, access};
-    st = hl_function_create("stress.step", &sig, serving_step_fn, &s,
-                            hl_allocator_system(), &function);
+    st = hl_function_create("stress.step", &sig, serving_step_fn, NULL,
+                            hl_allocator_system(), &serving_function);
+  }
+  hl_function_t* first_function = serving_first_function;
+  function = serving_function;
+  serving_current = &s;
+  if (!st && aliasing > 0 && !serving_alias_noted) {
+    serving_alias_noted = true;
+    fprintf(stderr,
+            STRESS_PROG
+            ": note: serving returns aliases of a global or an argument on "
+            "purpose (--aliasing %.2f) to exercise hipline's safety net; "
+            "hipline's warnings about 'stress.first_step' and 'stress.step' "
+            "are expected\n",
+            aliasing);
   }
   // The global every aliasing function may return: filled once, registered.
   if (!st) st = stress_run_alloc(&run, 0, SERVING_GLOBAL_BYTES, &s.global);
@@ -280,10 +314,8 @@ hl_status_t stress_workload_serving(const stress_options_t* options,
   }
 
   uint64_t ops = 0;
-  bool timed = options->duration_s > 0;
   hl_time_t start = hl_time_now();
-  for (uint64_t step = 0;
-       !st && (timed ? !stress_run_expired(&run) : step < steps); ++step) {
+  for (uint64_t step = 0; !st && !stress_run_done(&run, step, steps); ++step) {
     for (uint32_t i = 0; i < r && !st; ++i) {
       hl_time_t t0 = hl_time_now();
       st = serving_request_step(&s, step == 0 ? first_function : function,
@@ -291,9 +323,7 @@ hl_status_t stress_workload_serving(const stress_options_t* options,
       stress_latency_record(&run.latency, t0, hl_time_now());
       ++ops;
     }
-    stress_progress(&run, timed ? 1.0 - (double)(run.deadline - hl_time_now()) /
-                                            (options->duration_s * 1e9)
-                                : (double)step / (double)steps);
+    stress_progress(&run, stress_run_fraction(&run, step, steps));
   }
   // The last step's output is checked too, then everything is let go.
   for (uint32_t i = 0; requests && i < r; ++i) {
@@ -321,8 +351,7 @@ hl_status_t stress_workload_serving(const stress_options_t* options,
     hl_status_ignore(hl_queue_dealloca(run.queues[0], NULL, NULL, s.global));
     hl_buffer_release(s.global);
   }
-  hl_function_release(function);
-  hl_function_release(first_function);
+  serving_current = NULL;
   free(requests);
   stress_run_deinitialize(&run);
   return st;

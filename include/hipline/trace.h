@@ -15,12 +15,19 @@ extern "C" {
 #endif
 
 // Starts capturing, keeping at most |max_events| events (0: one million);
-// later events are counted as dropped. Discards an earlier capture.
+// memory grows with the events kept. Later events are counted as dropped
+// (hl_trace_capture_dropped, the trace's otherData.dropped, and a warning
+// when the trace is written). Discards an earlier capture.
 HL_API void hl_trace_capture_begin(uint64_t max_events);
 
-// Stops capturing and writes the events to |path|. PERMISSION_DENIED names
-// the path when it cannot be opened.
+// Stops capturing and writes the events to |path| (NULL: discards them).
+// PERMISSION_DENIED names the path when it cannot be opened, DATA_LOSS when
+// a write fails (a full disk). Without an active capture it writes nothing
+// and returns OK, so a second end never replaces a trace with an empty one.
 HL_API hl_status_t hl_trace_capture_end(const char* path);
+
+// Events dropped beyond the limit by the current or the last capture.
+HL_API uint64_t hl_trace_capture_dropped(void);
 
 // True while capturing (false when tracing was compiled out).
 HL_API bool hl_trace_capture_active(void);

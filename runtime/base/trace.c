@@ -1,5 +1,6 @@
 #include "runtime/base/trace.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include <threads.h>
 
 #include "hipline/time.h"
+#include "runtime/base/log.h"
 
 typedef enum {
   HL_TRACE_ZONE,
@@ -26,8 +28,12 @@ typedef struct hl_trace_event_t {
 static atomic_bool hl_trace_active_;
 static once_flag hl_trace_once_ = ONCE_FLAG_INIT;
 static mtx_t hl_trace_mutex_;
+// The event array grows by doubling up to |hl_trace_max_| events; events
+// beyond it are counted in |hl_trace_dropped_| (written into the trace,
+// warned about, and returned by hl_trace_capture_dropped).
 static hl_trace_event_t* hl_trace_events_;
-static uint64_t hl_trace_count_, hl_trace_capacity_, hl_trace_dropped_;
+static uint64_t hl_trace_count_, hl_trace_capacity_, hl_trace_max_;
+static uint64_t hl_trace_dropped_;
 static int64_t hl_trace_epoch_;
 static atomic_uint hl_trace_next_tid_ = 1;
 static _Thread_local uint32_t hl_trace_tid_;
@@ -41,6 +47,21 @@ bool hl_trace_is_active(void) {
 static void hl_trace_record(const hl_trace_event_t* ev) {
   call_once(&hl_trace_once_, hl_trace_init);
   mtx_lock(&hl_trace_mutex_);
+  if (!hl_trace_is_active()) {  // Stopped since the caller checked.
+    mtx_unlock(&hl_trace_mutex_);
+    return;
+  }
+  if (hl_trace_count_ == hl_trace_capacity_ &&
+      hl_trace_capacity_ < hl_trace_max_) {
+    uint64_t capacity = hl_trace_capacity_ ? hl_trace_capacity_ * 2 : 4096;
+    if (capacity > hl_trace_max_) capacity = hl_trace_max_;
+    hl_trace_event_t* grown =
+        realloc(hl_trace_events_, capacity * sizeof(hl_trace_event_t));
+    if (grown) {
+      hl_trace_events_ = grown;
+      hl_trace_capacity_ = capacity;
+    }
+  }
   if (hl_trace_count_ < hl_trace_capacity_) {
     hl_trace_events_[hl_trace_count_++] = *ev;
   } else {
@@ -92,9 +113,9 @@ void hl_trace_start(uint64_t max_events) {
   call_once(&hl_trace_once_, hl_trace_init);
   mtx_lock(&hl_trace_mutex_);
   free(hl_trace_events_);
-  hl_trace_events_ =
-      calloc(max_events ? max_events : 1, sizeof(hl_trace_event_t));
-  hl_trace_capacity_ = hl_trace_events_ ? max_events : 0;
+  hl_trace_events_ = NULL;
+  hl_trace_capacity_ = 0;
+  hl_trace_max_ = max_events;
   hl_trace_count_ = 0;
   hl_trace_dropped_ = 0;
   hl_trace_epoch_ = hl_time_now();
@@ -115,18 +136,22 @@ uint64_t hl_trace_count(const char* name) {
 
 hl_status_t hl_trace_stop_and_write(const char* path) {
   call_once(&hl_trace_once_, hl_trace_init);
-  atomic_store(&hl_trace_active_, false);
+  // Nothing is captured (never started, or already written): nothing to
+  // write, and an earlier trace at |path| is not overwritten with nothing.
+  if (!atomic_exchange(&hl_trace_active_, false)) return NULL;
   mtx_lock(&hl_trace_mutex_);
   hl_status_t status = NULL;
   FILE* f = path ? fopen(path, "w") : NULL;
   if (path && !f) {
     status = HL_MAKE_STATUS(HL_STATUS_PERMISSION_DENIED,
-                            "cannot open trace file '%s' for writing", path);
+                            "cannot open trace file '%s' for writing: %s", path,
+                            strerror(errno));
   } else if (f) {
     fprintf(f,
-            "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"dropped\":%llu},"
-            "\"traceEvents\":[\n",
-            (unsigned long long)hl_trace_dropped_);
+            "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"dropped\":%llu,"
+            "\"max_events\":%llu},\"traceEvents\":[\n",
+            (unsigned long long)hl_trace_dropped_,
+            (unsigned long long)hl_trace_max_);
     for (uint64_t i = 0; i < hl_trace_count_; ++i) {
       const hl_trace_event_t* ev = &hl_trace_events_[i];
       double ts_us = (double)(ev->ts_ns - hl_trace_epoch_) / 1000.0;
@@ -153,16 +178,40 @@ hl_status_t hl_trace_stop_and_write(const char* path) {
       }
     }
     fprintf(f, "]}\n");
-    if (fclose(f) != 0) {
+    int failed = ferror(f);
+    int saved = errno;
+    if (fclose(f) != 0 && !failed) {
+      failed = 1;
+      saved = errno;
+    }
+    if (failed) {
       status = HL_MAKE_STATUS(HL_STATUS_DATA_LOSS,
-                              "writing trace file '%s' failed", path);
+                              "writing trace file '%s' failed: %s", path,
+                              strerror(saved));
     }
   }
+  uint64_t kept = hl_trace_count_, dropped = hl_trace_dropped_;
+  uint64_t max = hl_trace_max_;
   free(hl_trace_events_);
   hl_trace_events_ = NULL;
   hl_trace_count_ = hl_trace_capacity_ = 0;
   mtx_unlock(&hl_trace_mutex_);
+  if (dropped && path && !status) {
+    HL_LOG_WARN(
+        "trace '%s' holds the first %llu events; %llu later events were "
+        "dropped (the capture's limit is %llu events)",
+        path, (unsigned long long)kept, (unsigned long long)dropped,
+        (unsigned long long)max);
+  }
   return status;
+}
+
+uint64_t hl_trace_dropped(void) {
+  call_once(&hl_trace_once_, hl_trace_init);
+  mtx_lock(&hl_trace_mutex_);
+  uint64_t dropped = hl_trace_dropped_;
+  mtx_unlock(&hl_trace_mutex_);
+  return dropped;
 }
 
 //===----------------------------------------------------------------------===//
@@ -182,3 +231,5 @@ bool hl_trace_capture_active(void) { return hl_trace_is_active(); }
 uint64_t hl_trace_capture_count(const char* name) {
   return name ? hl_trace_count(name) : 0;
 }
+
+uint64_t hl_trace_capture_dropped(void) { return hl_trace_dropped(); }

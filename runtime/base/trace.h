@@ -33,6 +33,8 @@ void hl_trace_counter(const char* name, int64_t value);
 void hl_trace_start(uint64_t max_events);
 // Stops recording and writes everything recorded as Chrome JSON to |path|.
 hl_status_t hl_trace_stop_and_write(const char* path);
+// Events dropped beyond the limit by the current or last capture.
+uint64_t hl_trace_dropped(void);
 // Number of recorded events with |name| so far (for tests).
 uint64_t hl_trace_count(const char* name);
 

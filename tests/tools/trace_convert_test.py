@@ -12,10 +12,15 @@ import json
 import os
 import pickle
 import re
+import resource
+import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
+import zlib
 
 CONVERTER = None
 CHECKER = None
@@ -234,6 +239,117 @@ class TraceConvertTest(unittest.TestCase):
         result = subprocess.run([sys.executable, CONVERTER, "x"],
                                 capture_output=True, text=True, timeout=60)
         self.assertEqual(result.returncode, 2)
+
+
+    def assert_one_line_error(self, path, pattern):
+        result, output = self.convert(path)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertNotIn("Traceback", result.stderr)
+        lines = result.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, result.stderr)
+        self.assertRegex(lines[0], r"hipline-trace-convert: error: .*" + pattern)
+        self.assertFalse(os.path.exists(output))
+
+    def test_non_finite_and_list_values(self):
+        memory = {"name": "[memory]", "ts": 1, "tid": 1,
+                  "args": {"Addr": 16, "Bytes": 8, "Device Type": 1}}
+        cases = [
+            (b'{"traceEvents":[{"name":"[memory]","ts":Infinity,'
+             b'"args":{"Addr":16,"Bytes":8}}]}', r"'ts' is inf"),
+            (b'{"traceEvents":[{"name":"[memory]","ts":1e400,'
+             b'"args":{"Addr":16,"Bytes":8}}]}', r"'ts' is inf"),
+            (b'{"traceEvents":[{"name":"[memory]","ts":NaN,'
+             b'"args":{"Addr":16,"Bytes":8}}]}', r"'ts' is nan"),
+        ]
+        for key, where in (("ts", None), ("tid", None), ("Addr", "args"),
+                           ("Bytes", "args"), ("Device Type", "args")):
+            entry = json.loads(json.dumps(memory))
+            (entry[where] if where else entry)[key] = [1]
+            cases.append((json.dumps({"traceEvents": [entry]}).encode(),
+                          r"'(args\.)?%s' is \[1\]" % key))
+        cases.append((pickle.dumps({"device_traces": [[snapshot_event(
+            "alloc", 16, 8, float("inf"))]]}), r"'time_us' is inf"))
+        for key in ("action", "addr", "size", "stream", "time_us"):
+            event = snapshot_event("alloc", 16, 8, 1)
+            event[key] = [1]
+            cases.append((pickle.dumps({"device_traces": [[event]]}),
+                          r"'%s' is \[1\]" % key))
+        for data, pattern in cases:
+            with self.subTest(data=data[:60]):
+                self.assert_one_line_error(self.write("bad.bin", data),
+                                           pattern)
+
+    def test_oversized_pickle_opcodes(self):
+        # BINBYTES8, BINUNICODE8, FRAME, BYTEARRAY8 with lengths far beyond
+        # the data.
+        for opcode in (b"\x8e", b"\x8d", b"\x95", b"\x96"):
+            for length in ((1 << 63) - 5, 1 << 40):
+                with self.subTest(opcode=opcode, length=length):
+                    data = b"\x80\x05" + opcode + struct.pack("<Q", length)
+                    self.assert_one_line_error(
+                        self.write("big.pickle", data + b"abc"), r"bad pickle")
+
+    def test_gzip_bomb_is_bounded(self):
+        # 2 MB of gzip holding 2 GiB of zeros: refused from its first bytes.
+        path = self.path("zeros.gz")
+        comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+        with open(path, "wb") as f:
+            for _ in range(2048):
+                f.write(comp.compress(bytes(1 << 20)))
+            f.write(comp.flush())
+        # The converter's memory is capped (256 MiB of address space beyond
+        # the interpreter's): the old gzip.decompress needed 2 GiB and more.
+        limit = 1 << 30
+        result = subprocess.run(
+            [sys.executable, CONVERTER, path, "-o", self.path("out.csv")],
+            capture_output=True, text=True, timeout=120,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS,
+                                                  (limit, limit)))
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertNotIn("Traceback", result.stderr)
+        self.assertIn("is not a PyTorch memory snapshot", result.stderr)
+        # JSON that decompresses beyond --max-bytes is refused at the limit.
+        path = self.path("spaces.json.gz")
+        with gzip.open(path, "wb") as f:
+            f.write(b'{"traceEvents": [' + b" " * (4 << 20) + b"]}")
+        result, _ = self.convert(path, "out.csv", "--max-bytes", "1000000")
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertIn("more than 1000000 bytes", result.stderr)
+        # Concatenated gzip members still convert.
+        events = {"traceEvents": [
+            {"name": "[memory]", "ts": 1, "tid": 1,
+             "args": {"Addr": 16, "Bytes": 8, "Device Type": 1}}]}
+        text = json.dumps(events).encode()
+        path = self.write("two.json.gz", gzip.compress(text[:10]) +
+                          gzip.compress(text[10:]))
+        self.convert_ok(path)
+
+    def test_sigterm_removes_partial_output(self):
+        # A FIFO input blocks the converter in its read; SIGTERM then ends
+        # it with 143 and no output.
+        fifo = self.path("input.fifo")
+        os.mkfifo(fifo)
+        output = self.path("out.csv")
+        proc = subprocess.Popen([sys.executable, CONVERTER, fifo, "-o", output],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        with open(fifo, "wb") as writer:
+            writer.write(b'{"traceEvents": [')
+            writer.flush()
+            # The reader has the fifo open; wait for its handler (SigCgt).
+            want = 1 << (signal.SIGTERM - 1)
+            for _ in range(12000):
+                with open("/proc/%d/status" % proc.pid) as f:
+                    caught = [int(l.split()[1], 16) for l in f
+                              if l.startswith("SigCgt:")]
+                if caught and caught[0] & want:
+                    break
+                time.sleep(0.01)
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 143, stderr)
+        self.assertNotIn("Traceback", stderr)
+        self.assertFalse(os.path.exists(output))
 
 
 if __name__ == "__main__":
