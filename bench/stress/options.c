@@ -35,8 +35,8 @@ void stress_options_print_help(FILE* out) {
       "  --iterations N        random: live-allocation cap N (2N steps);\n"
       "                        multistream: iterations per queue; serving:\n"
       "                        steps per request; replay: passes over the log\n"
-      "  --duration SECONDS    run each workload for this long instead (not\n"
-      "                        with --iterations)\n"
+      "  --duration SECONDS    run each workload for this long instead; with\n"
+      "                        --iterations too, whichever ends first\n"
       "  --seed N              random seed (default 1)\n"
       "  --max-size BYTES      largest allocation (random, serving)\n"
       "  --live-cap BYTES      random: cap on live bytes (default 64 MiB)\n"
@@ -351,12 +351,6 @@ int stress_options_parse(int argc, char** argv, stress_options_t* out) {
     }
   }
 
-  if (out->duration_s > 0 && out->iterations) {
-    fprintf(stderr, STRESS_PROG
-            ": --duration and --iterations both set how long a run is; give "
-            "one of them\n");
-    return 2;
-  }
   // A log alone means replay.
   if (out->log_path && !out->workload_set) {
     out->workload = STRESS_WORKLOAD_REPLAY;

@@ -157,6 +157,9 @@ bool stress_run_done(stress_run_t* run, uint64_t step, uint64_t steps) {
   }
   if ((run->checks++ & 15) == 0) stress_run_pace(run);
   if (run->deadline == HL_INFINITE_FUTURE) return step >= steps;
+  // --iterations given with --duration caps the run too: whichever ends
+  // first.
+  if (run->options->iterations && step >= steps) return true;
   return hl_time_now() >= run->deadline;
 }
 
