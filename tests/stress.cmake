@@ -5,7 +5,7 @@
 if(TARGET hipline-stress)
   find_package(Python3 COMPONENTS Interpreter)
   if(Python3_Interpreter_FOUND)
-    foreach(case env-no-alias-0 no-alias-1 matrix-json checked replay-traces
+    foreach(case env-no-alias-0 no-alias-1 matrix-json checked escape replay-traces
                  replay-csv malformed-log bad-flags plot
                  silent-failures interrupt interrupt-convert outputs parsing
                  plot-input terminal)

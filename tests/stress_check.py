@@ -10,6 +10,8 @@ Cases:
   matrix-json      a small --matrix run: one JSON object per run, all fields,
                    no verification failure or use-after-free.
   checked          random and serving in checked mode: no use-after-free.
+  escape           serving --escape: handed-out addresses escape and take the
+                   conservative fallback, never freed early.
   replay-traces    both traces in ../shared/data/traces, end to end (77 when
                    absent): peak reserved and peak live reported.
   replay-csv       a small RMM CSV replays; its peak live is exact.
@@ -161,6 +163,25 @@ def case_checked(a):
         check(r["checked"] is True, "checked mode not on")
         check(r["use_after_free"] == 0 and r["verify_failures"] == 0,
               "%s: use-after-free or corruption in checked mode" % wl)
+
+
+def case_escape(a):
+    """--escape P: serving hands device addresses out; those roots escape
+    and take the conservative fallback, in checked mode, with nothing freed
+    early. Without it no root escapes."""
+    out = os.path.join(a.work, "escape.json")
+    base = ["--workload", "serving", "--assume-no-alias", "0", "--fallback",
+            "ordered", "--checked", "--json", out] + SMALL
+    run(base + ["--escape", "0.5"], a.stress)
+    (r,) = load(out)
+    check(r["escaped_roots"] > 0, "--escape 0.5 escaped nothing: %r" % r)
+    check(r["use_after_free"] == 0 and r["verify_failures"] == 0,
+          "escape: use-after-free or corruption: %r" % r)
+    run(base + ["--escape", "0"], a.stress)
+    (r,) = load(out)
+    check(r["escaped_roots"] == 0, "--escape 0 escaped roots: %r" % r)
+    run(["--workload", "serving", "--escape", "1.5"] + SMALL, a.stress,
+        expect=2)
 
 
 def case_replay_traces(a):
@@ -641,6 +662,7 @@ CASES = {
     "no-alias-1": case_no_alias_1,
     "matrix-json": case_matrix_json,
     "checked": case_checked,
+    "escape": case_escape,
     "replay-traces": case_replay_traces,
     "replay-csv": case_replay_csv,
     "malformed-log": case_malformed_log,

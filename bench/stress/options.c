@@ -45,6 +45,9 @@ void stress_options_print_help(FILE* out) {
       "  --results M           serving: results per step (1..32)\n"
       "  --aliasing P          serving: fraction of steps whose function\n"
       "                        returns an alias of a global or an argument\n"
+      "  --escape P            serving: fraction of steps whose function "
+      "hands\n"
+      "                        a result's raw device address out (it escapes)\n"
       "  --spin NS             multistream: spin per iteration (default "
       "20000)\n"
       "  --trace-file FILE     replay: the allocation log (also --log FILE or\n"
@@ -202,13 +205,12 @@ int stress_options_parse(int argc, char** argv, stress_options_t* out) {
     }
 
     static const char* const kValued[] = {
-        "--workload",   "--alloc",       "--assume-no-alias",
-        "--fallback",   "--backend",     "--seed",
-        "--iterations", "--duration",    "--max-size",
-        "--live-cap",   "--queues",      "--requests",
-        "--results",    "--aliasing",    "--spin",
-        "--json",       "--trace",       "--trace-file",
-        "--log",        "--trace-events"};
+        "--workload",    "--alloc",    "--assume-no-alias", "--fallback",
+        "--backend",     "--seed",     "--iterations",      "--duration",
+        "--max-size",    "--live-cap", "--queues",          "--requests",
+        "--results",     "--aliasing", "--escape",          "--spin",
+        "--json",        "--trace",    "--trace-file",      "--log",
+        "--trace-events"};
     bool known = false;
     for (size_t k = 0; k < sizeof(kValued) / sizeof(kValued[0]); ++k) {
       known |= strcmp(flag, kValued[k]) == 0;
@@ -325,6 +327,11 @@ int stress_options_parse(int argc, char** argv, stress_options_t* out) {
       }
       out->aliasing = d;
       out->aliasing_set = true;
+    } else if (!strcmp(flag, "--escape")) {
+      if (!parse_double(value, 0, 1, &d)) {
+        return usage_error(flag, value, "a fraction in [0, 1]");
+      }
+      out->escape = d;
     } else if (!strcmp(flag, "--trace-events")) {
       if (!parse_u64(value, 1, 100000000, &out->trace_events)) {
         return usage_error(flag, value, "an integer in [1, 100000000]");

@@ -183,13 +183,15 @@ static void json_result(FILE* f, const stress_result_t* r) {
   fprintf(f,
           "   \"peak_used_bytes\": %llu, \"peak_reserved_bytes\": %llu, "
           "\"async_imports\": %llu, \"sync_imports\": %llu, "
-          "\"alias_detected\": %llu, \"fallback_releases\": %llu,\n",
+          "\"alias_detected\": %llu, \"fallback_releases\": %llu, "
+          "\"escaped_roots\": %llu,\n",
           (unsigned long long)r->peak_used_bytes,
           (unsigned long long)r->peak_reserved_bytes,
           (unsigned long long)r->async_imports,
           (unsigned long long)r->sync_imports,
           (unsigned long long)r->alias_detected,
-          (unsigned long long)r->fallback_releases);
+          (unsigned long long)r->fallback_releases,
+          (unsigned long long)r->escaped_roots);
   fprintf(
       f,
       "   \"verified\": %llu, \"verify_failures\": %llu, "

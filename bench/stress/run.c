@@ -337,6 +337,7 @@ hl_status_t stress_run_finish(stress_run_t* run, hl_time_t start, hl_time_t end,
     r->fallback_releases = mem.fallback_releases_frontier +
                            mem.fallback_releases_device_sync +
                            mem.fallback_releases_ordered;
+    r->escaped_roots = mem.escaped_roots;
     r->use_after_free = mem.use_after_free;
     r->ooms += mem.ooms;
   }
@@ -390,6 +391,7 @@ void stress_run_deinitialize(stress_run_t* run) {
       run->result->fallback_releases = mem.fallback_releases_frontier +
                                        mem.fallback_releases_device_sync +
                                        mem.fallback_releases_ordered;
+      run->result->escaped_roots = mem.escaped_roots;
       if (mem.use_after_free > run->result->use_after_free) {
         run->result->use_after_free = mem.use_after_free;
       }

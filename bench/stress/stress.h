@@ -62,6 +62,7 @@ typedef struct stress_options_t {
   uint32_t results;
   double aliasing;
   bool aliasing_set;
+  double escape;  // serving: fraction of steps that hand an address out.
   uint64_t spin_ns;
   const char* json_path;
   const char* trace_path;  // --trace, else HIPLINE_TRACE (see main.c).
@@ -113,6 +114,7 @@ typedef struct stress_result_t {
   uint64_t sync_imports;
   uint64_t alias_detected;
   uint64_t fallback_releases;
+  uint64_t escaped_roots;
   uint64_t verified;
   uint64_t verify_failures;
   uint64_t unverified;  // Verifications voided by a failed submission.

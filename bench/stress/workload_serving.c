@@ -18,6 +18,12 @@
 // safety net must import those sync whatever assume_no_alias says, and the
 // oracle checks that nothing was freed early. The final results of every
 // request are checked too.
+//
+// With --escape P a fraction P of the steps hand the raw device address of
+// one fresh result out (hl_buffer_device_pointer), as a function that passes
+// it to code hipline does not see would: that root escapes, and under the
+// ordered fallback it is freed the conservative (frontier) way. The table
+// then shows what escape costs.
 
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +63,7 @@ typedef struct serving_t {
   uint64_t max_size;
   hl_buffer_t* global;
   uint32_t global_seed;
+  double escape;  // Fraction of steps that hand a device address out.
   serving_request_t* current;
 } serving_t;
 
@@ -160,6 +167,23 @@ static hl_status_t serving_step_fn(void* user, hl_queue_t* queue,
                             req->next_seeds[i]);
     wait = NULL;
   }
+  if (!st && fresh > 0 && s->escape > 0 &&
+      stress_rng_unit(&run->rng) < s->escape) {
+    // The address leaves hipline's sight: the root escapes (sticky). On a
+    // backend that allocates when the stream gets there the address exists
+    // only once the alloca ran, so wait for the result's last write first
+    // (what a function handing the address to a foreign library must do).
+    hl_buffer_t* escaping = out_results[fresh - 1];
+    hl_fence_t* written = NULL;
+    st = hl_fence_create(hl_allocator_system(), &written);
+    if (!st) st = hl_buffer_mutation_barrier(escaping, written);
+    if (!st) st = hl_fence_wait(written, hl_deadline_after(60000000000ll));
+    if (written) hl_fence_release(written);
+    if (!st && hl_buffer_device_pointer(escaping) == NULL) {
+      st = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                          "serving --escape: a written result has no address");
+    }
+  }
   if (!st && fresh < result_count) {
     size_t last = result_count - 1;
     if (req->alias == SERVING_ALIAS_ARGUMENT && argument_count > 0) {
@@ -260,6 +284,7 @@ hl_status_t stress_workload_serving(const stress_options_t* options,
   s.run = &run;
   s.result_count = m;
   s.max_size = options->max_size ? options->max_size : SERVING_DEFAULT_MAX_SIZE;
+  s.escape = options->escape;
   if (s.max_size < 4) s.max_size = 4;
   serving_request_t* requests = NULL;
   hl_function_t* function = NULL;
