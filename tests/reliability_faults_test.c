@@ -344,6 +344,8 @@ static const char* const kBadSpecs[] = {
     "=5",                                     // empty key
     "seed=",                                  // empty value
     "ALLOC_FAIL_EVERY=2",                     // keys are case sensitive
+    "seed=1,seed=2",                          // a key given twice
+    "alloc_fail_every=2,seed=1,alloc_fail_every=3",  // ... anywhere
 };
 
 static void test_parse_errors(void** state) {

@@ -163,6 +163,19 @@ hl_status_t hl_parse_kv_list(const char* what, const char* text, hl_kv_fn_t fn,
                             text, item);
     }
     *eq = 0;
+    // A key given twice is a mistake whichever value was meant: refuse it
+    // rather than let the last one win silently.
+    size_t key_length = (size_t)(eq - item);
+    for (const char* q = text; q < p;) {
+      const char* q_end = strchr(q, ',');
+      if ((size_t)(q_end - q) > key_length && q[key_length] == '=' &&
+          memcmp(q, item, key_length) == 0) {
+        return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                              "%s='%.64s': key '%s' is given twice", what,
+                              text, item);
+      }
+      q = q_end + 1;
+    }
     HL_RETURN_IF_ERROR(fn(user, item, eq + 1), "%s", what);
     p = end ? end + 1 : p + length;
     if (end && !*p) {
