@@ -433,6 +433,37 @@ static void test_long_queue_wait_cpu_use(void** state) {
   hl_device_release(device);
 }
 
+static void noop_fn(void* user) { (void)user; }
+
+// Regression (issue 19, TSan "thread leak" at exit): once a host wait has
+// seen a submission's signal, that submission's clean-up is already queued,
+// so releasing the queue and then the device right away is the last release
+// and tears the device down in the caller, not later on the completion
+// thread (whose destroy thread could start after the at-exit join).
+static void test_release_after_wait_tears_down_in_caller(void** state) {
+  int rounds = (int)hl_test_scale(200, 4);
+  for (int i = 0; i < rounds; ++i) {
+    int64_t live_before = hl_device_live_count();
+    hl_device_t* device = NULL;
+    hl_test_host_device(&device);
+    hl_queue_t* queue = hl_test_queue_create(device);
+    hl_semaphore_t* s = sem_create(0);
+    hl_fence_t* signal = hl_test_fence(s, 1);
+    HL_ASSERT_OK(hl_queue_host_call(queue, NULL, signal, noop_fn, NULL));
+    HL_ASSERT_OK(hl_semaphore_wait(s, 1, hl_deadline_after(10000 * MS)));
+    hl_fence_release(signal);
+    hl_semaphore_release(s);
+    hl_queue_release(queue);
+    hl_device_release(device);
+    if (hl_device_live_count() > live_before) {
+      fail_msg(
+          "round %d: the device outlived its last release after the "
+          "wait (%lld live, %lld before)",
+          i, (long long)hl_device_live_count(), (long long)live_before);
+    }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_create_release_noop),
@@ -448,6 +479,7 @@ int main(void) {
       cmocka_unit_test(test_double_failure_keeps_first),
       cmocka_unit_test(test_long_wait_cpu_use),
       cmocka_unit_test(test_long_queue_wait_cpu_use),
+      cmocka_unit_test(test_release_after_wait_tears_down_in_caller),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

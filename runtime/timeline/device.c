@@ -217,7 +217,8 @@ static int hl_device_work_main(void* arg) {
   return 0;
 }
 
-void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work) {
+static void hl_device_push_work(hl_device_t* device, hl_work_t* work,
+                                bool reserved) {
   work->next = NULL;
   mtx_lock(&device->work_mutex);
   if (device->work_tail) {
@@ -226,9 +227,23 @@ void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work) {
     device->work_head = work;
   }
   device->work_tail = work;
-  ++device->work_pending;
+  if (!reserved) ++device->work_pending;
   cnd_broadcast(&device->work_cond);
   mtx_unlock(&device->work_mutex);
+}
+
+void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work) {
+  hl_device_push_work(device, work, false);
+}
+
+void hl_device_reserve_work(hl_device_t* device) {
+  mtx_lock(&device->work_mutex);
+  ++device->work_pending;
+  mtx_unlock(&device->work_mutex);
+}
+
+void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work) {
+  hl_device_push_work(device, work, true);
 }
 
 void hl_device_flush_work(hl_device_t* device) {

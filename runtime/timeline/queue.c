@@ -141,6 +141,11 @@ static hl_status_t hl_submission_gate_check(void* user) {
 static void hl_submission_complete(void* user) {
   hl_submission_t* sub = (hl_submission_t*)user;
   hl_queue_t* queue = sub->queue;
+  // The clean-up (which drops the submission's queue reference, and maybe
+  // the device's) counts as pending before any signal is visible: a thread
+  // that saw a signal and then releases its handles flushes it, so the last
+  // release happens there and not on the completion thread later.
+  hl_device_reserve_work(queue->device);
   if (!atomic_load(&sub->failure)) {
     hl_status_t late = hl_submission_gate_check(sub);
     if (late) hl_submission_fail(sub, late, false);
@@ -164,7 +169,7 @@ static void hl_submission_complete(void* user) {
     hl_semaphore_signal_locked(queue->timeline, sub->value);
   }
   hl_timeline_unlock();
-  hl_device_enqueue_work(queue->device, &sub->work);
+  hl_device_enqueue_reserved_work(queue->device, &sub->work);
 }
 
 static void hl_gated_thunk(void* user) {
@@ -582,9 +587,9 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
       hl_semaphore_fail_locked(sub->signals[i].semaphore,
                                hl_status_clone(failure));
     }
-    hl_timeline_unlock();
     hl_submission_fail(sub, hl_status_clone(failure), false);
     hl_device_enqueue_work(queue->device, &sub->work);
+    hl_timeline_unlock();
     HL_TRACE_ZONE_END(zone);
     return hl_status_annotate(failure, "queue %u has failed", queue->id);
   }

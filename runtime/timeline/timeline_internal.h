@@ -85,6 +85,11 @@ struct hl_device_t {
 
 // Queues |work| on |device|'s completion thread.
 void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work);
+// Counts one work item as pending before it is queued (flushes wait for it),
+// for work whose effects become visible before it can be queued; queue it
+// later with hl_device_enqueue_reserved_work.
+void hl_device_reserve_work(hl_device_t* device);
+void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work);
 // Blocks until every work item enqueued so far has run.
 void hl_device_flush_work(hl_device_t* device);
 
