@@ -17,6 +17,12 @@ typedef struct hl_frontier_entry_t {
   uint64_t value;
 } hl_frontier_entry_t;
 
+// Watches one wait of a parked submission.
+typedef struct hl_park_waiter_t {
+  hl_waiter_t base;
+  hl_submission_t* submission;
+} hl_park_waiter_t;
+
 struct hl_submission_t {
   hl_submission_t* next;
   hl_queue_t* queue;  // Retained.
@@ -29,7 +35,9 @@ struct hl_submission_t {
   _Atomic(hl_status_t) failure;
   atomic_bool fail_queue;
   bool parked_once;
-  hl_waiter_t park;
+  // One per wait, allocated when the submission first parks: every wait not
+  // yet reached is watched, so a failure of any of them releases it.
+  hl_park_waiter_t* parks;
   hl_work_t work;
   hl_gated_t gate;
 };
@@ -122,6 +130,7 @@ static void hl_submission_destroy(hl_work_t* work) {
   }
   hl_status_free(status);
   hl_queue_t* queue = sub->queue;
+  free(sub->parks);
   free(sub->waits);
   free(sub);
   hl_queue_release(queue);
@@ -328,9 +337,62 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
 static void hl_queue_schedule_pump_locked(hl_queue_t* queue);
 
 static void hl_submission_park_notify(hl_waiter_t* waiter) {
-  hl_submission_t* sub =
-      (hl_submission_t*)((char*)waiter - offsetof(hl_submission_t, park));
+  hl_submission_t* sub = ((hl_park_waiter_t*)waiter)->submission;
   hl_queue_schedule_pump_locked(sub->queue);
+}
+
+static void hl_submission_unpark_locked(hl_submission_t* sub) {
+  if (!sub->parks) return;
+  for (size_t i = 0; i < sub->wait_count; ++i) {
+    hl_semaphore_remove_waiter_locked(&sub->parks[i].base);
+  }
+}
+
+// Whether wait |i| of |sub| lets it issue now: reached, covered by the queue,
+// or backed by an issued device signal.
+static bool hl_submission_wait_issuable(hl_queue_t* queue, hl_submission_t* sub,
+                                        size_t i) {
+  hl_semaphore_t* s = sub->waits[i].semaphore;
+  uint64_t v = sub->waits[i].value;
+  return hl_semaphore_value(s) >= v || s == queue->timeline ||
+         hl_frontier_get(queue, s->id) >= v || s->issued_value >= v;
+}
+
+// Parks |sub| (the head of |queue|): watches each wait not yet reached, for
+// its signal to be issued or, when it is already issued, for a failure.
+// Returns false when it cannot (out of memory: the submission is failed).
+static bool hl_submission_park_locked(hl_queue_t* queue, hl_submission_t* sub) {
+  if (!sub->parks) {
+    sub->parks = calloc(sub->wait_count, sizeof(*sub->parks));
+    if (!sub->parks) {
+      hl_submission_fail(
+          sub,
+          HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                         "queue %u submission %llu: parking on %zu waits",
+                         queue->id, (unsigned long long)sub->value,
+                         sub->wait_count),
+          false);
+      return false;
+    }
+  }
+  for (size_t i = 0; i < sub->wait_count; ++i) {
+    hl_semaphore_t* s = sub->waits[i].semaphore;
+    uint64_t v = sub->waits[i].value;
+    if (hl_semaphore_value(s) >= v || s == queue->timeline) continue;
+    hl_park_waiter_t* w = &sub->parks[i];
+    w->submission = sub;
+    w->base.notify = hl_submission_park_notify;
+    if (hl_submission_wait_issuable(queue, sub, i)) {
+      // Issued elsewhere: only its failure matters while parked.
+      w->base.value = UINT64_MAX;
+      w->base.on_issue = false;
+    } else {
+      w->base.value = v;
+      w->base.on_issue = true;
+    }
+    hl_semaphore_add_waiter_locked(s, &w->base);
+  }
+  return true;
 }
 
 // Issues pending submissions in order until one must wait for a signal that
@@ -338,12 +400,11 @@ static void hl_submission_park_notify(hl_waiter_t* waiter) {
 static void hl_queue_pump_locked(hl_queue_t* queue) {
   while (queue->pending_head) {
     hl_submission_t* sub = queue->pending_head;
-    hl_semaphore_remove_waiter_locked(&sub->park);
+    hl_submission_unpark_locked(sub);
     if (!atomic_load(&sub->failure)) {
+      bool issuable = true;
       for (size_t i = 0; i < sub->wait_count; ++i) {
-        hl_semaphore_t* s = sub->waits[i].semaphore;
-        uint64_t v = sub->waits[i].value;
-        hl_status_t failure = hl_semaphore_failure(s);
+        hl_status_t failure = hl_semaphore_failure(sub->waits[i].semaphore);
         if (failure) {
           hl_submission_fail(
               sub,
@@ -352,17 +413,14 @@ static void hl_queue_pump_locked(hl_queue_t* queue) {
                                  "semaphore",
                                  queue->id, (unsigned long long)sub->value),
               false);
+          issuable = true;
           break;
         }
-        if (hl_semaphore_value(s) >= v || s == queue->timeline ||
-            hl_frontier_get(queue, s->id) >= v || s->issued_value >= v) {
-          continue;
-        }
-        // Wait-before-signal: park until a signal >= v is issued.
-        sub->park.value = v;
-        sub->park.on_issue = true;
-        sub->park.notify = hl_submission_park_notify;
-        hl_semaphore_add_waiter_locked(s, &sub->park);
+        issuable &= hl_submission_wait_issuable(queue, sub, i);
+      }
+      // Wait-before-signal: park until every signal is issued (or one of the
+      // waits fails).
+      if (!issuable && hl_submission_park_locked(queue, sub)) {
         if (!sub->parked_once) {
           sub->parked_once = true;
           ++queue->stats.parked;

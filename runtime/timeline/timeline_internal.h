@@ -29,6 +29,9 @@ typedef struct hl_waiter_t hl_waiter_t;
 
 void hl_timeline_lock(void);
 void hl_timeline_unlock(void);
+// Waits on |cond| with the scheduler lock held (released while waiting)
+// until signalled or |deadline|; returns thrd_success or thrd_timedout.
+int hl_timeline_cond_wait(cnd_t* cond, hl_time_t deadline);
 
 // A unit of work run on a device's completion thread (never on a stream
 // callback, so it may call into the backend and release objects).
@@ -192,6 +195,12 @@ struct hl_fence_t {
   size_t capacity;
   hl_fence_entry_t inline_entries[4];
 };
+
+// Waits on |count| pairs (any number) as hl_semaphore_wait_many does: every
+// pending pair has a waiter, so a failure of any of them ends the wait.
+hl_status_t hl_semaphore_wait_pairs(hl_wait_mode_t mode, size_t count,
+                                    const hl_fence_entry_t* pairs,
+                                    hl_time_t deadline, size_t* out_index);
 
 // Drops pairs already reached (and not failed). For fences that only order
 // work, such as a root's use fence, which would otherwise grow with every
