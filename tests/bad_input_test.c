@@ -544,9 +544,10 @@ static void rows_semaphore(fixture_t* fx) {
                 hl_semaphore_signal(fx->sem, 5), OUT_OF_RANGE);
   EXPECT_STATUS("hl_semaphore_signal", "failed semaphore",
                 hl_semaphore_signal(fx->failed_sem, 1), ABORTED);
-  hl_semaphore_fail(NULL, HL_MAKE_STATUS(HL_STATUS_INTERNAL, "x"));
-  EXPECT_THAT("hl_semaphore_fail", "semaphore NULL", true,
-              "no-op (status freed)");
+  EXPECT_STATUS(
+      "hl_semaphore_fail", "semaphore NULL (status freed)",
+      hl_semaphore_fail(NULL, HL_MAKE_STATUS(HL_STATUS_INTERNAL, "x")),
+      INVALID_ARGUMENT);
   hl_semaphore_t* f = make_sem(0);
   hl_semaphore_fail(f, NULL);
   EXPECT_STATUS("hl_semaphore_fail", "status OK (NULL), then query",

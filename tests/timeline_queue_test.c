@@ -517,6 +517,62 @@ static void test_fork_join_no_leaks(void** state) {
   hl_device_release(device);
 }
 
+//===----------------------------------------------------------------------===//
+// A queue's own timeline is the queue's (issue 19)
+//===----------------------------------------------------------------------===//
+
+static void noop_fn(void* user) { (void)user; }
+
+// Signalling or failing hl_queue_timeline(q) from outside is
+// INVALID_ARGUMENT (before: accepted, and a later completion touched freed
+// memory); so is a wait on the queue's own timeline at a value the queue has
+// not submitted (before: silently skipped).
+static void test_queue_timeline_is_owned(void** state) {
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* q = queue_create(device);
+  hl_semaphore_t* t = hl_queue_timeline(q);
+  hl_semaphore_t* s = sem_create(0);
+  HL_ASSERT_OK(hl_queue_host_call(q, NULL, NULL, noop_fn, NULL));
+  HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
+  hl_test_assert_status_has(hl_semaphore_signal(t, 5),
+                            HL_STATUS_INVALID_ARGUMENT, "timeline", NULL);
+  hl_test_assert_status_has(
+      hl_semaphore_fail(t, HL_MAKE_STATUS(HL_STATUS_ABORTED, "outside")),
+      HL_STATUS_INVALID_ARGUMENT, "timeline", NULL);
+  uint64_t value = 0;
+  HL_ASSERT_OK(hl_semaphore_query(t, &value));
+  assert_int_equal(value, 1);
+  HL_ASSERT_OK(hl_queue_status(q));
+
+  // Waits on the own timeline: submitted values are fine, others are not.
+  hl_fence_t* ok = FENCE1(t, 1);
+  hl_fence_t* signal = FENCE1(s, 1);
+  HL_ASSERT_OK(hl_queue_barrier(q, ok, signal));
+  uint64_t bad_values[2] = {1000, UINT64_MAX};
+  for (int i = 0; i < 2; ++i) {
+    hl_fence_t* bad = FENCE1(t, bad_values[i]);
+    hl_test_assert_status_has(hl_queue_barrier(q, bad, NULL),
+                              HL_STATUS_INVALID_ARGUMENT, "own timeline", NULL);
+    hl_fence_release(bad);
+  }
+  // The submission's own value (it would wait on itself) is refused too.
+  hl_queue_stats_t stats;
+  hl_queue_stats(q, &stats);
+  hl_fence_t* self = FENCE1(t, stats.submitted_value + 1);
+  hl_test_assert_status_has(hl_queue_barrier(q, self, NULL),
+                            HL_STATUS_INVALID_ARGUMENT, "own timeline", NULL);
+  hl_fence_release(self);
+  HL_ASSERT_OK(hl_semaphore_wait(s, 1, LONG_DEADLINE()));
+  HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
+  HL_ASSERT_OK(hl_queue_status(q));
+  hl_fence_release(ok);
+  hl_fence_release(signal);
+  hl_semaphore_release(s);
+  hl_queue_release(q);
+  hl_device_release(device);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wait_before_signal),
@@ -529,6 +585,7 @@ int main(void) {
       cmocka_unit_test(test_injected_submission_failure),
       cmocka_unit_test(test_single_signal_event_pooled),
       cmocka_unit_test(test_fork_join_no_leaks),
+      cmocka_unit_test(test_queue_timeline_is_owned),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

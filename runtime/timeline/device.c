@@ -595,8 +595,15 @@ hl_status_t hl_device_wait_idle(hl_device_t* device, int64_t deadline) {
   uint32_t count = 0;
   HL_RETURN_IF_ERROR_PLAIN(hl_device_snapshot_queues(device, &queues, &count));
   hl_status_t st = NULL;
+  // Every queue is waited for, even after one failed, so no work submitted
+  // before this call runs after it returns; the first error is returned.
   for (uint32_t i = 0; i < count; ++i) {
-    if (!st) st = hl_queue_wait_idle(queues[i], deadline);
+    hl_status_t queue_st = hl_queue_wait_idle(queues[i], deadline);
+    if (!st) {
+      st = queue_st;
+    } else {
+      hl_status_free(queue_st);
+    }
     hl_queue_release(queues[i]);
   }
   free(queues);

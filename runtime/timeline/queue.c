@@ -48,6 +48,11 @@ struct hl_queue_t {
   uint32_t id;
   hl_backend_stream_t* stream;
   hl_semaphore_t* timeline;
+  // Internal: reaches N once the Nth submission has finished on the stream,
+  // completed or failed (never fails itself). wait_idle waits for it.
+  hl_semaphore_t* done;
+  // Set with |failure|; read by gated work on the stream without the lock.
+  atomic_bool failed;
   // Scheduler lock for everything below.
   uint64_t next_value;
   hl_submission_t* pending_head;
@@ -146,6 +151,25 @@ static hl_status_t hl_submission_gate_check(void* user) {
   return NULL;
 }
 
+static void hl_queue_schedule_pump_locked(hl_queue_t* queue);
+
+// Fails |queue| with |status| (consumed): its timeline fails, and the
+// submissions not yet issued are failed too (the pump issues them as
+// cancelled, which fails their signals in order). Work already on the stream
+// is cancelled by its gate. Scheduler lock held.
+static void hl_queue_fail_locked(hl_queue_t* queue, hl_status_t status) {
+  if (!queue->failure) {
+    queue->failure = hl_status_clone(status);
+    atomic_store(&queue->failed, true);
+  }
+  hl_semaphore_fail_locked(queue->timeline, status);
+  if (!queue->pending_head) return;
+  for (hl_submission_t* p = queue->pending_head; p; p = p->next) {
+    hl_submission_fail(p, hl_status_clone(queue->failure), false);
+  }
+  hl_queue_schedule_pump_locked(queue);
+}
+
 // Runs on the stream (a backend host function): publishes the outcome.
 static void hl_submission_complete(void* user) {
   hl_submission_t* sub = (hl_submission_t*)user;
@@ -172,11 +196,11 @@ static void hl_submission_complete(void* user) {
   }
   if (failure) ++queue->stats.failed;
   if (failure && atomic_load(&sub->fail_queue)) {
-    if (!queue->failure) queue->failure = hl_status_clone(failure);
-    hl_semaphore_fail_locked(queue->timeline, hl_status_clone(failure));
+    hl_queue_fail_locked(queue, hl_status_clone(failure));
   } else {
     hl_semaphore_signal_locked(queue->timeline, sub->value);
   }
+  hl_semaphore_signal_locked(queue->done, sub->value);
   hl_timeline_unlock();
   hl_device_enqueue_reserved_work(queue->device, &sub->work);
 }
@@ -184,6 +208,16 @@ static void hl_submission_complete(void* user) {
 static void hl_gated_thunk(void* user) {
   hl_gated_t* gate = (hl_gated_t*)user;
   if (atomic_load(&gate->submission->failure)) return;
+  hl_queue_t* queue = gate->submission->queue;
+  if (atomic_load(&queue->failed)) {
+    // A failed queue runs nothing more, including work issued before it
+    // failed: the submission is cancelled with the queue's status.
+    hl_timeline_lock();
+    hl_status_t failure = hl_status_clone(queue->failure);
+    hl_timeline_unlock();
+    hl_submission_fail(gate->submission, failure, false);
+    return;
+  }
   hl_status_t st = gate->fn(gate->user);
   if (st) hl_submission_fail(gate->submission, st, false);
 }
@@ -284,12 +318,12 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
     // Without the completion callback nothing will publish this submission in
     // order: the queue is broken. Fail everything now.
     hl_submission_fail(sub, hl_status_clone(st), true);
-    if (!queue->failure) queue->failure = hl_status_clone(st);
     for (size_t i = 0; i < sub->signal_count; ++i) {
       hl_semaphore_fail_locked(sub->signals[i].semaphore, hl_status_clone(st));
     }
-    hl_semaphore_fail_locked(queue->timeline,
-                             hl_status_annotate(st, "queue %u", queue->id));
+    ++queue->stats.failed;
+    hl_queue_fail_locked(queue, hl_status_annotate(st, "queue %u", queue->id));
+    hl_semaphore_signal_locked(queue->done, sub->value);
     hl_device_enqueue_work(device, &sub->work);
     return;
   }
@@ -470,12 +504,21 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
   atomic_init(&queue->ref_count, 1);
   queue->device = device;
   queue->id = atomic_fetch_add(&device->next_queue_id, 1);
+  atomic_init(&queue->failed, false);
   hl_status_t st =
       hl_semaphore_create(0, device->host_allocator, &queue->timeline);
   if (!st) {
+    queue->timeline->queue_owned = true;
+    st = hl_semaphore_create(0, device->host_allocator, &queue->done);
+    if (st) hl_semaphore_release(queue->timeline);
+  }
+  if (!st) {
     st =
         device->backend->vtable->stream_create(device->backend, &queue->stream);
-    if (st) hl_semaphore_release(queue->timeline);
+    if (st) {
+      hl_semaphore_release(queue->timeline);
+      hl_semaphore_release(queue->done);
+    }
   }
   if (!st) {
     hl_timeline_lock();
@@ -497,6 +540,7 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
     if (st) {
       device->backend->vtable->stream_destroy(device->backend, queue->stream);
       hl_semaphore_release(queue->timeline);
+      hl_semaphore_release(queue->done);
     }
   }
   if (st) {
@@ -546,6 +590,7 @@ void hl_queue_release(hl_queue_t* queue) {
   // except the tail of the stream (the event record after a completion).
   device->backend->vtable->stream_destroy(device->backend, queue->stream);
   hl_semaphore_release(queue->timeline);
+  hl_semaphore_release(queue->done);
   hl_status_free(queue->failure);
   hl_allocator_free(device->host_allocator, queue);
   hl_device_release(device);
@@ -606,6 +651,23 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
           HL_STATUS_INVALID_ARGUMENT,
           "queue %u: a submission may not signal the queue's own timeline",
           queue->id);
+      hl_ops_release_all(ops, st);
+      HL_TRACE_ZONE_END(zone);
+      return st;
+    }
+  }
+  for (size_t i = 0; i < waits; ++i) {
+    if (wait_fence->entries[i].semaphore != queue->timeline) continue;
+    // Only the queue advances its timeline, in order: a value it has not
+    // submitted would never come (and this submission would wait on itself).
+    uint64_t v = wait_fence->entries[i].value;
+    uint64_t submitted = hl_queue_submitted_value(queue);
+    if (v > submitted) {
+      hl_status_t st = HL_MAKE_STATUS(
+          HL_STATUS_INVALID_ARGUMENT,
+          "queue %u: a wait on the queue's own timeline at %llu, which it "
+          "has not submitted (last submitted value %llu)",
+          queue->id, (unsigned long long)v, (unsigned long long)submitted);
       hl_ops_release_all(ops, st);
       HL_TRACE_ZONE_END(zone);
       return st;
@@ -726,22 +788,34 @@ hl_status_t hl_queue_wait_idle(hl_queue_t* queue, hl_time_t deadline) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_queue_wait_idle: queue is NULL");
   }
+  HL_TRACE_ZONE_BEGIN(zone, "hl_queue_wait_idle");
+  // Idle means every submission made so far has finished on the stream,
+  // completed, failed or cancelled: a failure of the queue does not end the
+  // wait early (its timeline fails at once, but work after the failure is
+  // still being cancelled in order).
   uint64_t value = hl_queue_submitted_value(queue);
-  HL_RETURN_IF_ERROR_PLAIN(hl_semaphore_wait(queue->timeline, value, deadline));
-  // The timeline is published from inside the stream; let the stream finish
-  // its tail (the timepoint's event record) so "idle" means idle, and stream
-  // ordered frees on it count as complete.
+  hl_status_t st = hl_semaphore_wait(queue->done, value, deadline);
+  if (st) {
+    HL_TRACE_ZONE_END(zone);
+    return hl_status_annotate(st, "waiting for queue %u to be idle", queue->id);
+  }
+  // The completion is published from inside the stream; let the stream
+  // finish its tail (the timepoint's event record) so "idle" means idle, and
+  // stream ordered frees on it count as complete.
   hl_backend_t* backend = queue->device->backend;
-  HL_RETURN_IF_ERROR(
-      backend->vtable->stream_synchronize(backend, queue->stream),
-      "synchronizing queue %u", queue->id);
+  st = backend->vtable->stream_synchronize(backend, queue->stream);
+  if (st) {
+    HL_TRACE_ZONE_END(zone);
+    return hl_status_annotate(st, "synchronizing queue %u", queue->id);
+  }
   // Completed submissions drop their references on the completion thread;
   // let that happen so a caller's release right after is really the last.
   if (!thrd_equal(thrd_current(), queue->device->work_thread)) {
     hl_device_flush_work(queue->device);
   }
   hl_device_apply_release_threshold(queue->device);
-  return NULL;
+  HL_TRACE_ZONE_END(zone);
+  return hl_queue_status(queue);
 }
 
 hl_status_t hl_queue_status(hl_queue_t* queue) {

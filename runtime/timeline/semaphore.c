@@ -194,6 +194,11 @@ hl_status_t hl_semaphore_signal(hl_semaphore_t* semaphore, uint64_t value) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_semaphore_signal: semaphore is NULL");
   }
+  if (semaphore->queue_owned) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_semaphore_signal: a queue's own timeline is "
+                          "signalled by its queue only");
+  }
   hl_timeline_lock();
   hl_status_t failure = hl_semaphore_failure(semaphore);
   if (failure) {
@@ -216,10 +221,17 @@ hl_status_t hl_semaphore_signal(hl_semaphore_t* semaphore, uint64_t value) {
   return NULL;
 }
 
-void hl_semaphore_fail(hl_semaphore_t* semaphore, hl_status_t status) {
+hl_status_t hl_semaphore_fail(hl_semaphore_t* semaphore, hl_status_t status) {
   if (!semaphore) {
     hl_status_free(status);
-    return;
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_semaphore_fail: semaphore is NULL");
+  }
+  if (semaphore->queue_owned) {
+    hl_status_free(status);
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_semaphore_fail: a queue's own timeline fails "
+                          "only with its queue");
   }
   if (!status) {
     status = HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
@@ -228,6 +240,7 @@ void hl_semaphore_fail(hl_semaphore_t* semaphore, hl_status_t status) {
   hl_timeline_lock();
   hl_semaphore_fail_locked(semaphore, status);
   hl_timeline_unlock();
+  return NULL;
 }
 
 typedef struct hl_host_waiter_t {

@@ -153,6 +153,8 @@ struct hl_semaphore_t {
   hl_timepoint_t* timepoints;       // Ascending by value.
   hl_timepoint_t* timepoints_tail;  // Last entry: new values append in O(1).
   hl_waiter_t* waiters;
+  // A queue's own timeline: only the queue signals or fails it.
+  bool queue_owned;
 };
 
 // Scheduler lock held for all of these.
