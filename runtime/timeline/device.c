@@ -106,11 +106,24 @@ static void hl_trace_from_env(void) {
 }
 static once_flag hl_trace_env_once_ = ONCE_FLAG_INIT;
 
+// HIPLINE_QUEUE_DEPTH: a decimal in [1, HL_QUEUE_DEPTH_MAX]; 0 when unset.
+static hl_status_t hl_queue_depth_from_env(uint32_t* out_depth) {
+  *out_depth = 0;
+  const char* value = hl_env_get("HIPLINE_QUEUE_DEPTH");
+  if (!value) return NULL;
+  uint64_t depth = 0;
+  HL_RETURN_IF_ERROR_PLAIN(hl_parse_u64("HIPLINE_QUEUE_DEPTH", value, 1,
+                                        HL_QUEUE_DEPTH_MAX, &depth));
+  *out_depth = (uint32_t)depth;
+  return NULL;
+}
+
 hl_status_t hl_environment_check(void) {
   static const char* const kKnown[] = {
       "HIPLINE_BACKEND", "HIPLINE_ASSUME_NO_ALIAS", "HIPLINE_FALLBACK",
       "HIPLINE_POOL_RELEASE_THRESHOLD", "HIPLINE_CHECKED", "HIPLINE_FAULTS",
       "HIPLINE_TRACE", "HIPLINE_LOG", "HIPLINE_HOST_DEVICES",
+      "HIPLINE_QUEUE_DEPTH",
       // Read by the scripts and tools, not the library.
       "HIPLINE_JOBS", "HIPLINE_SKIP_APT", "HIPLINE_JUNIT_DIR",
       "HIPLINE_FUZZ_SECONDS", "HIPLINE_FUZZ_BUILD_DIR", "HIPLINE_TRACE_CONVERT",
@@ -137,6 +150,8 @@ hl_status_t hl_environment_check(void) {
                           "values: a file path shorter than %zu bytes",
                           trace, sizeof(hl_trace_path_));
   }
+  uint32_t depth = 0;
+  HL_RETURN_IF_ERROR_PLAIN(hl_queue_depth_from_env(&depth));
   const char* devices = hl_env_get("HIPLINE_HOST_DEVICES");
   if (devices) {
     uint64_t n = 0;
@@ -313,6 +328,12 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
                           "frontier|device-sync",
                           (int)options->fallback);
   }
+  if (options->queue_depth > HL_QUEUE_DEPTH_MAX) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "options.queue_depth must be 0 (default) or 1..%u, "
+                          "got %u",
+                          HL_QUEUE_DEPTH_MAX, options->queue_depth);
+  }
   if (options->checked < -1 || options->checked > 1) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "options.checked must be -1, 0 or 1, got %d",
@@ -384,6 +405,11 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
         "(%s) runs unchecked",
         options->ordinal, hl_backend_kind_name(backend->kind));
     device->checked = false;
+  }
+  device->queue_depth = options->queue_depth;
+  if (!st && !device->queue_depth) {
+    st = hl_queue_depth_from_env(&device->queue_depth);
+    if (!device->queue_depth) device->queue_depth = HL_QUEUE_DEPTH_DEFAULT;
   }
   atomic_init(&device->next_queue_id, 0);
   if (!st && (mtx_init(&device->work_mutex, mtx_plain) != thrd_success ||

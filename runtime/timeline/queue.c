@@ -57,6 +57,12 @@ struct hl_queue_t {
   uint64_t next_value;
   hl_submission_t* pending_head;
   hl_submission_t* pending_tail;
+  // Backpressure: issued and not completed, and not yet issued.
+  uint32_t in_flight;
+  uint64_t pending_count;
+  bool head_parked;  // The head waits for a signal not yet submitted.
+  cnd_t space_cond;  // Submitters blocked on the depth limit.
+  uint32_t space_waiters;
   bool pump_scheduled;
   hl_work_t pump_work;
   hl_frontier_entry_t frontier[HL_FRONTIER_CAPACITY];
@@ -153,6 +159,18 @@ static hl_status_t hl_submission_gate_check(void* user) {
 
 static void hl_queue_schedule_pump_locked(hl_queue_t* queue);
 
+// Wakes submitters blocked on the depth limit to look again. Never blocks.
+static void hl_queue_wake_submitters_locked(hl_queue_t* queue) {
+  if (queue->space_waiters) cnd_broadcast(&queue->space_cond);
+}
+
+// A submission left the stream. Scheduler lock held (safe from a host
+// function: it only signals a condition variable).
+static void hl_queue_note_completion_locked(hl_queue_t* queue) {
+  --queue->in_flight;
+  hl_queue_wake_submitters_locked(queue);
+}
+
 // Fails |queue| with |status| (consumed): its timeline fails, and the
 // submissions not yet issued are failed too (the pump issues them as
 // cancelled, which fails their signals in order). Work already on the stream
@@ -163,6 +181,7 @@ static void hl_queue_fail_locked(hl_queue_t* queue, hl_status_t status) {
     atomic_store(&queue->failed, true);
   }
   hl_semaphore_fail_locked(queue->timeline, status);
+  hl_queue_wake_submitters_locked(queue);  // They fail fast now.
   if (!queue->pending_head) return;
   for (hl_submission_t* p = queue->pending_head; p; p = p->next) {
     hl_submission_fail(p, hl_status_clone(queue->failure), false);
@@ -201,6 +220,7 @@ static void hl_submission_complete(void* user) {
     hl_semaphore_signal_locked(queue->timeline, sub->value);
   }
   hl_semaphore_signal_locked(queue->done, sub->value);
+  hl_queue_note_completion_locked(queue);
   hl_timeline_unlock();
   hl_device_enqueue_reserved_work(queue->device, &sub->work);
 }
@@ -244,6 +264,7 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
   hl_backend_t* backend = device->backend;
   hl_issue_ctx_t ctx = {queue, device, backend, queue->stream, sub, true};
   hl_status_t st = NULL;
+  ++queue->in_flight;
 
   if (!atomic_load(&sub->failure) && hl_faults_should_fail_submission()) {
     hl_submission_fail(
@@ -324,6 +345,7 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
     ++queue->stats.failed;
     hl_queue_fail_locked(queue, hl_status_annotate(st, "queue %u", queue->id));
     hl_semaphore_signal_locked(queue->done, sub->value);
+    hl_queue_note_completion_locked(queue);
     hl_device_enqueue_work(device, &sub->work);
     return;
   }
@@ -459,14 +481,21 @@ static void hl_queue_pump_locked(hl_queue_t* queue) {
           sub->parked_once = true;
           ++queue->stats.parked;
         }
+        // The queue cannot move on its own now: blocked submitters must not
+        // wait for it (the signal may come from one of them).
+        queue->head_parked = true;
+        hl_queue_wake_submitters_locked(queue);
         return;
       }
     }
+    queue->head_parked = false;
     queue->pending_head = sub->next;
     if (!queue->pending_head) queue->pending_tail = NULL;
     sub->next = NULL;
+    --queue->pending_count;
     hl_queue_issue_locked(queue, sub);
   }
+  queue->head_parked = false;
 }
 
 static void hl_queue_pump_work(hl_work_t* work) {
@@ -505,6 +534,11 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
   queue->device = device;
   queue->id = atomic_fetch_add(&device->next_queue_id, 1);
   atomic_init(&queue->failed, false);
+  if (cnd_init(&queue->space_cond) != thrd_success) {
+    hl_allocator_free(device->host_allocator, queue);
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "creating a queue's condition variable");
+  }
   hl_status_t st =
       hl_semaphore_create(0, device->host_allocator, &queue->timeline);
   if (!st) {
@@ -544,6 +578,7 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
     }
   }
   if (st) {
+    cnd_destroy(&queue->space_cond);
     hl_allocator_free(device->host_allocator, queue);
     return hl_status_annotate(st, "creating a queue on device %d",
                               device->props.ordinal);
@@ -592,6 +627,7 @@ void hl_queue_release(hl_queue_t* queue) {
   hl_semaphore_release(queue->timeline);
   hl_semaphore_release(queue->done);
   hl_status_free(queue->failure);
+  cnd_destroy(&queue->space_cond);
   hl_allocator_free(device->host_allocator, queue);
   hl_device_release(device);
 }
@@ -615,6 +651,32 @@ uint64_t hl_queue_submitted_value(hl_queue_t* queue) {
   uint64_t v = queue->next_value;
   hl_timeline_unlock();
   return v;
+}
+
+// Whether a new submission must wait for room: the queue can make progress
+// on its own (its head is not parked on a signal nobody has submitted, which
+// only another submission can provide) and holds |depth| submissions that
+// are issued or ready to issue. Scheduler lock held.
+static bool hl_queue_full_locked(const hl_queue_t* queue) {
+  return !queue->head_parked &&
+         (uint64_t)queue->in_flight + queue->pending_count >=
+             queue->device->queue_depth;
+}
+
+// Waits (the scheduler lock is released meanwhile) until the queue has room,
+// fails, or |deadline| passes. Returns false on the deadline.
+static bool hl_queue_wait_space_locked(hl_queue_t* queue, hl_time_t deadline) {
+  bool ok = true;
+  ++queue->space_waiters;
+  while (!queue->failure && hl_queue_full_locked(queue)) {
+    if (hl_timeline_cond_wait(&queue->space_cond, deadline) == thrd_timedout &&
+        !queue->failure && hl_queue_full_locked(queue)) {
+      ok = false;
+      break;
+    }
+  }
+  --queue->space_waiters;
+  return ok;
 }
 
 static void hl_ops_release_all(hl_op_t* ops, hl_status_t status) {
@@ -700,6 +762,15 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   sub->queue = queue;
 
   hl_timeline_lock();
+  if (!queue->failure && hl_queue_full_locked(queue) &&
+      !thrd_equal(thrd_current(), queue->device->work_thread)) {
+    // Backpressure, as a full HIP stream blocks the host. The completion
+    // thread never blocks here (the pump it runs is what makes room).
+    ++queue->stats.depth_stalls;
+    HL_TRACE_ZONE_BEGIN(stall, "hl_queue_submit: queue full");
+    hl_queue_wait_space_locked(queue, HL_INFINITE_FUTURE);
+    HL_TRACE_ZONE_END(stall);
+  }
   if (queue->failure) {
     // A failed queue runs nothing more; its signals fail with its status.
     hl_status_t failure = hl_status_clone(queue->failure);
@@ -715,6 +786,7 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   }
   sub->value = ++queue->next_value;
   ++queue->stats.submissions;
+  ++queue->pending_count;
   if (queue->pending_tail) {
     queue->pending_tail->next = sub;
   } else {
@@ -728,6 +800,36 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   if (!queue->pump_scheduled) hl_queue_pump_locked(queue);
   hl_timeline_unlock();
   HL_TRACE_ZONE_END(zone);
+  return NULL;
+}
+
+hl_status_t hl_queue_wait_capacity(hl_queue_t* queue, hl_time_t deadline) {
+  if (!queue) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_wait_capacity: queue is NULL");
+  }
+  hl_timeline_lock();
+  bool full = !queue->failure && hl_queue_full_locked(queue);
+  if (full && thrd_equal(thrd_current(), queue->device->work_thread)) {
+    hl_timeline_unlock();
+    return NULL;  // Submissions from the completion thread never block.
+  }
+  if (full) {
+    ++queue->stats.depth_stalls;
+    full = !hl_queue_wait_space_locked(queue, deadline);
+  }
+  hl_status_t st = hl_status_clone(queue->failure);
+  uint32_t in_flight = queue->in_flight;
+  uint64_t pending = queue->pending_count;
+  hl_timeline_unlock();
+  if (st) return hl_status_annotate(st, "queue %u has failed", queue->id);
+  if (full) {
+    return HL_MAKE_STATUS(HL_STATUS_DEADLINE_EXCEEDED,
+                          "queue %u is full: %u submissions in flight and "
+                          "%llu waiting to issue (depth %u)",
+                          queue->id, in_flight, (unsigned long long)pending,
+                          queue->device->queue_depth);
+  }
   return NULL;
 }
 

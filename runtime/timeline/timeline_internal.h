@@ -53,6 +53,7 @@ struct hl_device_t {
   hl_device_properties_t props;
   hl_fallback_mode_t fallback;
   bool checked;
+  uint32_t queue_depth;  // Submissions in flight per queue before blocking.
 
   // Queues of this device (not retained; a queue removes itself when it is
   // destroyed). Guarded by the scheduler lock.
