@@ -706,6 +706,58 @@ static void test_depth_env_strict(void** state) {
   unsetenv("HIPLINE_QUEUE_DEPTH");
 }
 
+//===----------------------------------------------------------------------===//
+// Dealloca placement (issue 19)
+//===----------------------------------------------------------------------===//
+
+// hl_queue_dealloca(NULL, ...) frees on the buffer's origin queue, which
+// hl_buffer_affinity_queue reports; a wrapped buffer has none. Before: NULL
+// queue was INVALID_ARGUMENT.
+static void test_dealloca_on_origin_queue(void** state) {
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* other = queue_create(device);
+  hl_queue_t* origin = queue_create(device);
+  hl_semaphore_t* s = sem_create(0);
+  hl_fence_t* allocated = FENCE1(s, 1);
+  hl_buffer_t* b = NULL;
+  HL_ASSERT_OK(hl_queue_alloca(origin, NULL, allocated, 4096, 0, &b));
+  assert_ptr_equal(hl_buffer_affinity_queue(b), origin);
+  assert_null(hl_buffer_affinity_queue(NULL));
+  hl_queue_stats_t before_origin, before_other, after_origin, after_other;
+  hl_queue_stats(origin, &before_origin);
+  hl_queue_stats(other, &before_other);
+  hl_fence_t* wait = FENCE1(s, 1);
+  hl_fence_t* freed = FENCE1(s, 2);
+  HL_ASSERT_OK(hl_queue_dealloca(NULL, wait, freed, b));
+  HL_ASSERT_OK(hl_semaphore_wait(s, 2, LONG_DEADLINE()));
+  HL_ASSERT_OK(hl_device_wait_idle(device, LONG_DEADLINE()));
+  assert_true(hl_buffer_is_freed(b));
+  hl_queue_stats(origin, &after_origin);
+  hl_queue_stats(other, &after_other);
+  assert_int_equal(after_origin.submissions, before_origin.submissions + 1);
+  assert_int_equal(after_other.submissions, before_other.submissions);
+  hl_buffer_release(b);
+
+  static uint8_t storage[256];
+  hl_buffer_t* wrapped = NULL;
+  HL_ASSERT_OK(
+      hl_buffer_wrap(device, storage, sizeof(storage), NULL, NULL, &wrapped));
+  assert_null(hl_buffer_affinity_queue(wrapped));
+  hl_test_assert_status_has(hl_queue_dealloca(NULL, NULL, NULL, wrapped),
+                            HL_STATUS_INVALID_ARGUMENT, "origin queue", NULL);
+  hl_buffer_release(wrapped);
+  hl_test_assert_status_has(hl_queue_dealloca(NULL, NULL, NULL, NULL),
+                            HL_STATUS_INVALID_ARGUMENT, NULL, NULL);
+  hl_fence_release(allocated);
+  hl_fence_release(wait);
+  hl_fence_release(freed);
+  hl_semaphore_release(s);
+  hl_queue_release(other);
+  hl_queue_release(origin);
+  hl_device_release(device);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wait_before_signal),
@@ -722,6 +774,7 @@ int main(void) {
       cmocka_unit_test(test_depth_blocks_submitter),
       cmocka_unit_test(test_depth_ignores_parked),
       cmocka_unit_test(test_depth_env_strict),
+      cmocka_unit_test(test_dealloca_on_origin_queue),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

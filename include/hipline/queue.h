@@ -19,6 +19,7 @@ extern "C" {
 #endif
 
 typedef struct hl_queue_t hl_queue_t;
+typedef struct hl_buffer_t hl_buffer_t;
 
 // Creates a queue on |device| (retained).
 HL_API hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue);
@@ -28,6 +29,11 @@ HL_API void hl_queue_release(hl_queue_t* queue);
 
 // Borrowed accessors.
 HL_API hl_device_t* hl_queue_device(const hl_queue_t* queue);
+// The queue a buffer's root was allocated on (hl_queue_alloca), where
+// hl_queue_dealloca(NULL, ...) frees it. Borrowed: valid while |buffer| is
+// (the root retains it); retain it to keep it longer. NULL for roots without
+// one (hl_buffer_wrap) and for a NULL buffer.
+HL_API hl_queue_t* hl_buffer_affinity_queue(const hl_buffer_t* buffer);
 // The queue's timeline: value N means the Nth submission completed.
 HL_API hl_semaphore_t* hl_queue_timeline(const hl_queue_t* queue);
 // A small integer naming the queue within its device (for messages).
