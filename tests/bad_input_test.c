@@ -775,9 +775,16 @@ static void rows_buffer(fixture_t* fx) {
   hl_fence_release(f);
   hl_semaphore_release(s);
 
-  EXPECT_STATUS("hl_queue_dealloca", "queue NULL",
-                hl_queue_dealloca(NULL, NULL, NULL, fx->buffer),
+  // A NULL queue means the buffer's origin queue (issue 19); a wrapped buffer
+  // has none.
+  static uint8_t no_origin_storage[64];
+  hl_buffer_t* no_origin = NULL;
+  SETUP(hl_buffer_wrap(fx->device, no_origin_storage, sizeof(no_origin_storage),
+                       NULL, NULL, &no_origin));
+  EXPECT_STATUS("hl_queue_dealloca", "queue NULL, wrapped (no origin queue)",
+                hl_queue_dealloca(NULL, NULL, NULL, no_origin),
                 INVALID_ARGUMENT);
+  hl_buffer_release(no_origin);
   EXPECT_STATUS("hl_queue_dealloca", "buffer NULL",
                 hl_queue_dealloca(q, NULL, NULL, NULL), INVALID_ARGUMENT);
   EXPECT_STATUS("hl_queue_dealloca", "buffer of another device",
