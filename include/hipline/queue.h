@@ -24,7 +24,8 @@ typedef struct hl_buffer_t hl_buffer_t;
 // Creates a queue on |device| (retained).
 HL_API hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue);
 HL_API void hl_queue_retain(hl_queue_t* queue);
-// Releases |queue|; the last release waits for its submitted work.
+// Releases |queue| without waiting: submitted work holds the queue until it
+// completes (call hl_queue_wait_idle first to wait for it).
 HL_API void hl_queue_release(hl_queue_t* queue);
 
 // Borrowed accessors.
