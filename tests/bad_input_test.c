@@ -717,6 +717,22 @@ static void rows_queue(fixture_t* fx) {
                 hl_queue_wait_idle(fx->other_queue, HL_IMMEDIATE_PAST), OK);
   EXPECT_STATUS("hl_queue_status", "queue NULL", hl_queue_status(NULL),
                 INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_queue_wait_capacity", "queue NULL",
+                hl_queue_wait_capacity(NULL, REL_DEADLINE()), INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_semaphore_signal", "a queue's own timeline",
+                hl_semaphore_signal(hl_queue_timeline(fx->other_queue), 1000),
+                INVALID_ARGUMENT);
+  EXPECT_STATUS(
+      "hl_semaphore_fail", "a queue's own timeline (status freed)",
+      hl_semaphore_fail(hl_queue_timeline(fx->other_queue),
+                        HL_MAKE_STATUS(HL_STATUS_ABORTED, "from outside")),
+      INVALID_ARGUMENT);
+  hl_fence_t* own_future =
+      make_fence(hl_queue_timeline(fx->other_queue), UINT64_MAX);
+  EXPECT_STATUS("hl_queue_barrier", "wait on own timeline at UINT64_MAX",
+                hl_queue_barrier(fx->other_queue, own_future, NULL),
+                INVALID_ARGUMENT);
+  hl_fence_release(own_future);
   hl_queue_stats_t qs;
   hl_queue_stats(NULL, &qs);
   EXPECT_THAT("hl_queue_stats", "queue NULL", true, "no-op");
