@@ -545,9 +545,10 @@ static void rows_semaphore(fixture_t* fx) {
                 hl_semaphore_signal(fx->sem, 5), OUT_OF_RANGE);
   EXPECT_STATUS("hl_semaphore_signal", "failed semaphore",
                 hl_semaphore_signal(fx->failed_sem, 1), ABORTED);
-  hl_semaphore_fail(NULL, HL_MAKE_STATUS(HL_STATUS_INTERNAL, "x"));
-  EXPECT_THAT("hl_semaphore_fail", "semaphore NULL", true,
-              "no-op (status freed)");
+  EXPECT_STATUS(
+      "hl_semaphore_fail", "semaphore NULL (status freed)",
+      hl_semaphore_fail(NULL, HL_MAKE_STATUS(HL_STATUS_INTERNAL, "x")),
+      INVALID_ARGUMENT);
   hl_semaphore_t* f = make_sem(0);
   hl_semaphore_fail(f, NULL);
   EXPECT_STATUS("hl_semaphore_fail", "status OK (NULL), then query",
@@ -717,6 +718,22 @@ static void rows_queue(fixture_t* fx) {
                 hl_queue_wait_idle(fx->other_queue, HL_IMMEDIATE_PAST), OK);
   EXPECT_STATUS("hl_queue_status", "queue NULL", hl_queue_status(NULL),
                 INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_queue_wait_capacity", "queue NULL",
+                hl_queue_wait_capacity(NULL, REL_DEADLINE()), INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_semaphore_signal", "a queue's own timeline",
+                hl_semaphore_signal(hl_queue_timeline(fx->other_queue), 1000),
+                INVALID_ARGUMENT);
+  EXPECT_STATUS(
+      "hl_semaphore_fail", "a queue's own timeline (status freed)",
+      hl_semaphore_fail(hl_queue_timeline(fx->other_queue),
+                        HL_MAKE_STATUS(HL_STATUS_ABORTED, "from outside")),
+      INVALID_ARGUMENT);
+  hl_fence_t* own_future =
+      make_fence(hl_queue_timeline(fx->other_queue), UINT64_MAX);
+  EXPECT_STATUS("hl_queue_barrier", "wait on own timeline at UINT64_MAX",
+                hl_queue_barrier(fx->other_queue, own_future, NULL),
+                INVALID_ARGUMENT);
+  hl_fence_release(own_future);
   hl_queue_stats_t qs;
   hl_queue_stats(NULL, &qs);
   EXPECT_THAT("hl_queue_stats", "queue NULL", true, "no-op");
@@ -775,9 +792,16 @@ static void rows_buffer(fixture_t* fx) {
   hl_fence_release(f);
   hl_semaphore_release(s);
 
-  EXPECT_STATUS("hl_queue_dealloca", "queue NULL",
-                hl_queue_dealloca(NULL, NULL, NULL, fx->buffer),
+  // A NULL queue means the buffer's origin queue (issue 19); a wrapped buffer
+  // has none.
+  static uint8_t no_origin_storage[64];
+  hl_buffer_t* no_origin = NULL;
+  SETUP(hl_buffer_wrap(fx->device, no_origin_storage, sizeof(no_origin_storage),
+                       NULL, NULL, &no_origin));
+  EXPECT_STATUS("hl_queue_dealloca", "queue NULL, wrapped (no origin queue)",
+                hl_queue_dealloca(NULL, NULL, NULL, no_origin),
                 INVALID_ARGUMENT);
+  hl_buffer_release(no_origin);
   EXPECT_STATUS("hl_queue_dealloca", "buffer NULL",
                 hl_queue_dealloca(q, NULL, NULL, NULL), INVALID_ARGUMENT);
   EXPECT_STATUS("hl_queue_dealloca", "buffer of another device",

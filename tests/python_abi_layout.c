@@ -20,6 +20,7 @@ int main(void) {
   FIELD(hl_device_options_t, pool);
   FIELD(hl_device_options_t, checked);
   FIELD(hl_device_options_t, pool_mode);
+  FIELD(hl_device_options_t, queue_depth);
   SIZE(hl_backend_info_t);
   FIELD(hl_backend_info_t, reason);
   SIZE(hl_device_properties_t);

@@ -411,6 +411,91 @@ static int child_create(void) {
   return 0;
 }
 
+//===----------------------------------------------------------------------===//
+// wait_idle means idle (issue 19)
+//===----------------------------------------------------------------------===//
+
+typedef struct idle_probe_t {
+  atomic_int started;
+  atomic_int finished;
+  atomic_int ran_after_idle;  // Started after wait_idle returned.
+  atomic_bool idle_returned;
+  int sleep_ms;
+} idle_probe_t;
+
+static void idle_probe_fn(void* user) {
+  idle_probe_t* p = (idle_probe_t*)user;
+  if (atomic_load(&p->idle_returned)) atomic_fetch_add(&p->ran_after_idle, 1);
+  atomic_fetch_add(&p->started, 1);
+  if (p->sleep_ms) hl_test_sleep_ms(p->sleep_ms);
+  atomic_fetch_add(&p->finished, 1);
+}
+
+// Checked mode: a slow host call, then a use-after-free fill (fails the
+// queue when it runs), then another host call. wait_idle on the queue (or the
+// device) returns the failure only once nothing submitted before it can
+// still run: the later host call has finished or will never start. Before
+// the fix it returned as soon as the timeline failed, with the later call
+// still to run (ASan: heap-use-after-free in the callback).
+static void run_wait_idle_after_checked_failure(bool device_wide) {
+  hl_device_t* d = rel_device_create(1);
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_queue_t* other = hl_test_queue_create(d);
+  hl_semaphore_t* s = hl_test_semaphore_create();
+  idle_probe_t* slow = calloc(1, sizeof(*slow));
+  idle_probe_t* later = calloc(1, sizeof(*later));
+  idle_probe_t* elsewhere = calloc(1, sizeof(*elsewhere));
+  slow->sleep_ms = 100;
+  later->sleep_ms = 20;
+  elsewhere->sleep_ms = 100;
+  HL_ASSERT_OK(hl_queue_host_call(q, NULL, NULL, idle_probe_fn, slow));
+  hl_buffer_t* b = NULL;
+  hl_fence_t* sig1 = hl_test_fence(s, 1);
+  HL_ASSERT_OK(hl_queue_alloca(q, NULL, sig1, SIZE, 0, &b));
+  hl_fence_t* w1 = hl_test_fence(s, 1);
+  hl_fence_t* sig2 = hl_test_fence(s, 2);
+  HL_ASSERT_OK(hl_queue_dealloca(q, w1, sig2, b));
+  HL_ASSERT_OK(fill(q, s, 2, s, 3, b, 0xDEADBEEFu));  // Use after free.
+  HL_ASSERT_OK(hl_queue_host_call(q, NULL, NULL, idle_probe_fn, later));
+  if (device_wide) {
+    // The device's other queues drain too, even after one failed.
+    HL_ASSERT_OK(
+        hl_queue_host_call(other, NULL, NULL, idle_probe_fn, elsewhere));
+  }
+  hl_status_t st = device_wide ? hl_device_wait_idle(d, REL_DEADLINE())
+                               : hl_queue_wait_idle(q, REL_DEADLINE());
+  atomic_store(&later->idle_returned, true);
+  atomic_store(&elsewhere->idle_returned, true);
+  hl_test_assert_status_has(st, HL_STATUS_FAILED_PRECONDITION, NULL, NULL);
+  assert_int_equal(atomic_load(&slow->finished), 1);
+  // Idle: nothing half-run now ...
+  assert_int_equal(atomic_load(&later->started), atomic_load(&later->finished));
+  if (device_wide) assert_int_equal(atomic_load(&elsewhere->finished), 1);
+  hl_fence_release(sig1);
+  hl_fence_release(w1);
+  hl_fence_release(sig2);
+  hl_buffer_release(b);
+  hl_semaphore_release(s);
+  hl_queue_release(q);
+  hl_queue_release(other);
+  hl_device_release(d);
+  // ... and nothing started afterwards (the releases let any stray work run
+  // to the end before the device goes).
+  assert_int_equal(atomic_load(&later->ran_after_idle), 0);
+  assert_int_equal(atomic_load(&elsewhere->ran_after_idle), 0);
+  free(slow);
+  free(later);
+  free(elsewhere);
+}
+
+static void test_queue_wait_idle_after_checked_failure(void** state) {
+  run_wait_idle_after_checked_failure(false);
+}
+
+static void test_device_wait_idle_after_checked_failure(void** state) {
+  run_wait_idle_after_checked_failure(true);
+}
+
 int main(int argc, char** argv) {
   if (argc >= 3 && strcmp(argv[1], "--child-env-error") == 0) {
     return rel_child_expect_env_error(argv[2]);
@@ -427,6 +512,8 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_parse_errors),
       cmocka_unit_test(test_parse_good),
       cmocka_unit_test(test_parse_errors_env),
+      cmocka_unit_test(test_queue_wait_idle_after_checked_failure),
+      cmocka_unit_test(test_device_wait_idle_after_checked_failure),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

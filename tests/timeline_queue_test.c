@@ -517,6 +517,247 @@ static void test_fork_join_no_leaks(void** state) {
   hl_device_release(device);
 }
 
+//===----------------------------------------------------------------------===//
+// A queue's own timeline is the queue's (issue 19)
+//===----------------------------------------------------------------------===//
+
+static void noop_fn(void* user) { (void)user; }
+
+// Signalling or failing hl_queue_timeline(q) from outside is
+// INVALID_ARGUMENT (before: accepted, and a later completion touched freed
+// memory); so is a wait on the queue's own timeline at a value the queue has
+// not submitted (before: silently skipped).
+static void test_queue_timeline_is_owned(void** state) {
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* q = queue_create(device);
+  hl_semaphore_t* t = hl_queue_timeline(q);
+  hl_semaphore_t* s = sem_create(0);
+  HL_ASSERT_OK(hl_queue_host_call(q, NULL, NULL, noop_fn, NULL));
+  HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
+  hl_test_assert_status_has(hl_semaphore_signal(t, 5),
+                            HL_STATUS_INVALID_ARGUMENT, "timeline", NULL);
+  hl_test_assert_status_has(
+      hl_semaphore_fail(t, HL_MAKE_STATUS(HL_STATUS_ABORTED, "outside")),
+      HL_STATUS_INVALID_ARGUMENT, "timeline", NULL);
+  uint64_t value = 0;
+  HL_ASSERT_OK(hl_semaphore_query(t, &value));
+  assert_int_equal(value, 1);
+  HL_ASSERT_OK(hl_queue_status(q));
+
+  // Waits on the own timeline: submitted values are fine, others are not.
+  hl_fence_t* ok = FENCE1(t, 1);
+  hl_fence_t* signal = FENCE1(s, 1);
+  HL_ASSERT_OK(hl_queue_barrier(q, ok, signal));
+  uint64_t bad_values[2] = {1000, UINT64_MAX};
+  for (int i = 0; i < 2; ++i) {
+    hl_fence_t* bad = FENCE1(t, bad_values[i]);
+    hl_test_assert_status_has(hl_queue_barrier(q, bad, NULL),
+                              HL_STATUS_INVALID_ARGUMENT, "own timeline", NULL);
+    hl_fence_release(bad);
+  }
+  // The submission's own value (it would wait on itself) is refused too.
+  hl_queue_stats_t stats;
+  hl_queue_stats(q, &stats);
+  hl_fence_t* self = FENCE1(t, stats.submitted_value + 1);
+  hl_test_assert_status_has(hl_queue_barrier(q, self, NULL),
+                            HL_STATUS_INVALID_ARGUMENT, "own timeline", NULL);
+  hl_fence_release(self);
+  HL_ASSERT_OK(hl_semaphore_wait(s, 1, LONG_DEADLINE()));
+  HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
+  HL_ASSERT_OK(hl_queue_status(q));
+  hl_fence_release(ok);
+  hl_fence_release(signal);
+  hl_semaphore_release(s);
+  hl_queue_release(q);
+  hl_device_release(device);
+}
+
+//===----------------------------------------------------------------------===//
+// Backpressure: bounded submissions in flight (issue 19)
+//===----------------------------------------------------------------------===//
+
+static hl_device_t* device_with_depth(uint32_t depth) {
+  hl_device_options_t options;
+  hl_device_options_initialize(&options);
+  options.backend = HL_BACKEND_HOST;
+  const char* want = getenv("HIPLINE_TEST_BACKEND");
+  if (want && strcmp(want, "hip") == 0) options.backend = HL_BACKEND_HIP;
+  options.queue_depth = depth;
+  hl_device_t* device = NULL;
+  HL_ASSERT_OK(hl_device_create(&options, hl_allocator_system(), &device));
+  return device;
+}
+
+typedef struct gate_t {
+  atomic_bool open;
+  atomic_int runs;
+} gate_t;
+
+// Blocks its stream until the test opens the gate (not on queue work).
+static void gate_fn(void* user) {
+  gate_t* g = (gate_t*)user;
+  while (!atomic_load(&g->open)) hl_test_sleep_ms(1);
+  atomic_fetch_add(&g->runs, 1);
+}
+
+typedef struct submitter_t {
+  hl_queue_t* queue;
+  gate_t* gate;
+  int count;
+  atomic_int submitted;
+} submitter_t;
+
+static int submitter_main(void* arg) {
+  submitter_t* t = (submitter_t*)arg;
+  for (int i = 0; i < t->count; ++i) {
+    HL_ASSERT_OK(hl_queue_host_call(t->queue, NULL, NULL, gate_fn, t->gate));
+    atomic_fetch_add(&t->submitted, 1);
+  }
+  return 0;
+}
+
+// With depth 4 and a stream blocked by a closed gate, the fifth submission
+// blocks its thread (counted as a stall) until the gate opens; the deadline
+// variant returns DEADLINE_EXCEEDED while the queue stays full. Before the fix
+// every submission was accepted at once, without bound.
+static void test_depth_blocks_submitter(void** state) {
+  hl_device_t* device = device_with_depth(4);
+  hl_queue_t* q = queue_create(device);
+  gate_t gate;
+  atomic_init(&gate.open, false);
+  atomic_init(&gate.runs, 0);
+  for (int i = 0; i < 4; ++i) {
+    HL_ASSERT_OK(hl_queue_host_call(q, NULL, NULL, gate_fn, &gate));
+  }
+  hl_test_assert_status_has(
+      hl_queue_wait_capacity(q, hl_deadline_after(20 * MS)),
+      HL_STATUS_DEADLINE_EXCEEDED, "depth 4", NULL);
+  submitter_t t = {q, &gate, 3, 0};
+  atomic_init(&t.submitted, 0);
+  thrd_t thread;
+  assert_int_equal(thrd_create(&thread, submitter_main, &t), thrd_success);
+  hl_queue_stats_t stats;
+  hl_time_t deadline = LONG_DEADLINE();
+  do {
+    hl_test_sleep_ms(1);
+    hl_queue_stats(q, &stats);
+  } while (stats.depth_stalls < 2 && hl_time_now() < deadline);
+  assert_true(stats.depth_stalls >= 2);  // The probe above, then the thread.
+  // Nothing ran, so nothing made room: the thread is still blocked.
+  assert_int_equal(atomic_load(&t.submitted), 0);
+  assert_int_equal(stats.submissions, 4);
+  atomic_store(&gate.open, true);
+  thrd_join(thread, NULL);
+  assert_int_equal(atomic_load(&t.submitted), 3);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
+  assert_int_equal(atomic_load(&gate.runs), 7);
+  HL_ASSERT_OK(hl_queue_wait_capacity(q, hl_deadline_after(0)));
+  hl_queue_release(q);
+  hl_device_release(device);
+}
+
+// Submissions parked on a signal nobody has submitted do not count against
+// the depth: one thread queues far more of them than the depth allows, then
+// submits the signal itself. A depth that counted them would deadlock here.
+static void test_depth_ignores_parked(void** state) {
+  hl_device_t* device = device_with_depth(2);
+  hl_queue_t* consumer = queue_create(device);
+  hl_queue_t* producer = queue_create(device);
+  hl_semaphore_t* s = sem_create(0);
+  gate_t gate;
+  atomic_init(&gate.open, true);
+  atomic_init(&gate.runs, 0);
+  hl_fence_t* wait = FENCE1(s, 1);
+  for (int i = 0; i < 16; ++i) {
+    HL_ASSERT_OK(hl_queue_host_call(consumer, wait, NULL, gate_fn, &gate));
+  }
+  hl_fence_t* signal = FENCE1(s, 1);
+  HL_ASSERT_OK(hl_queue_barrier(producer, NULL, signal));
+  HL_ASSERT_OK(hl_queue_wait_idle(consumer, LONG_DEADLINE()));
+  assert_int_equal(atomic_load(&gate.runs), 16);
+  hl_queue_stats_t stats;
+  hl_queue_stats(consumer, &stats);
+  assert_true(stats.parked >= 1);
+  hl_fence_release(wait);
+  hl_fence_release(signal);
+  hl_semaphore_release(s);
+  hl_queue_release(consumer);
+  hl_queue_release(producer);
+  hl_device_release(device);
+}
+
+// HIPLINE_QUEUE_DEPTH is parsed strictly; a bad value names the variable.
+static void test_depth_env_strict(void** state) {
+  const char* bad[] = {"0", "abc", "12x", "-1", "99999999999"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+    setenv("HIPLINE_QUEUE_DEPTH", bad[i], 1);
+    hl_device_options_t options;
+    hl_device_options_initialize(&options);
+    options.backend = HL_BACKEND_HOST;
+    hl_device_t* device = NULL;
+    hl_test_assert_status_has(
+        hl_device_create(&options, hl_allocator_system(), &device),
+        HL_STATUS_INVALID_ARGUMENT, "HIPLINE_QUEUE_DEPTH", bad[i]);
+    assert_null(device);
+  }
+  setenv("HIPLINE_QUEUE_DEPTH", "3", 1);
+  HL_ASSERT_OK(hl_environment_check());
+  unsetenv("HIPLINE_QUEUE_DEPTH");
+}
+
+//===----------------------------------------------------------------------===//
+// Dealloca placement (issue 19)
+//===----------------------------------------------------------------------===//
+
+// hl_queue_dealloca(NULL, ...) frees on the buffer's origin queue, which
+// hl_buffer_affinity_queue reports; a wrapped buffer has none. Before: NULL
+// queue was INVALID_ARGUMENT.
+static void test_dealloca_on_origin_queue(void** state) {
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* other = queue_create(device);
+  hl_queue_t* origin = queue_create(device);
+  hl_semaphore_t* s = sem_create(0);
+  hl_fence_t* allocated = FENCE1(s, 1);
+  hl_buffer_t* b = NULL;
+  HL_ASSERT_OK(hl_queue_alloca(origin, NULL, allocated, 4096, 0, &b));
+  assert_ptr_equal(hl_buffer_affinity_queue(b), origin);
+  assert_null(hl_buffer_affinity_queue(NULL));
+  hl_queue_stats_t before_origin, before_other, after_origin, after_other;
+  hl_queue_stats(origin, &before_origin);
+  hl_queue_stats(other, &before_other);
+  hl_fence_t* wait = FENCE1(s, 1);
+  hl_fence_t* freed = FENCE1(s, 2);
+  HL_ASSERT_OK(hl_queue_dealloca(NULL, wait, freed, b));
+  HL_ASSERT_OK(hl_semaphore_wait(s, 2, LONG_DEADLINE()));
+  HL_ASSERT_OK(hl_device_wait_idle(device, LONG_DEADLINE()));
+  assert_true(hl_buffer_is_freed(b));
+  hl_queue_stats(origin, &after_origin);
+  hl_queue_stats(other, &after_other);
+  assert_int_equal(after_origin.submissions, before_origin.submissions + 1);
+  assert_int_equal(after_other.submissions, before_other.submissions);
+  hl_buffer_release(b);
+
+  static uint8_t storage[256];
+  hl_buffer_t* wrapped = NULL;
+  HL_ASSERT_OK(
+      hl_buffer_wrap(device, storage, sizeof(storage), NULL, NULL, &wrapped));
+  assert_null(hl_buffer_affinity_queue(wrapped));
+  hl_test_assert_status_has(hl_queue_dealloca(NULL, NULL, NULL, wrapped),
+                            HL_STATUS_INVALID_ARGUMENT, "origin queue", NULL);
+  hl_buffer_release(wrapped);
+  hl_test_assert_status_has(hl_queue_dealloca(NULL, NULL, NULL, NULL),
+                            HL_STATUS_INVALID_ARGUMENT, NULL, NULL);
+  hl_fence_release(allocated);
+  hl_fence_release(wait);
+  hl_fence_release(freed);
+  hl_semaphore_release(s);
+  hl_queue_release(other);
+  hl_queue_release(origin);
+  hl_device_release(device);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wait_before_signal),
@@ -529,6 +770,11 @@ int main(void) {
       cmocka_unit_test(test_injected_submission_failure),
       cmocka_unit_test(test_single_signal_event_pooled),
       cmocka_unit_test(test_fork_join_no_leaks),
+      cmocka_unit_test(test_queue_timeline_is_owned),
+      cmocka_unit_test(test_depth_blocks_submitter),
+      cmocka_unit_test(test_depth_ignores_parked),
+      cmocka_unit_test(test_depth_env_strict),
+      cmocka_unit_test(test_dealloca_on_origin_queue),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

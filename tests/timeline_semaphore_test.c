@@ -15,6 +15,8 @@
 
 #define MS ((hl_duration_t)1000000)
 
+static void noop_fn(void* user) { (void)user; }
+
 static hl_semaphore_t* sem_create(uint64_t initial) {
   hl_semaphore_t* s = NULL;
   HL_ASSERT_OK(hl_semaphore_create(initial, hl_allocator_system(), &s));
@@ -433,6 +435,112 @@ static void test_long_queue_wait_cpu_use(void** state) {
   hl_device_release(device);
 }
 
+// Regression (issue 19, TSan "thread leak" at exit): once a host wait has
+// seen a submission's signal, that submission's clean-up is already queued,
+// so releasing the queue and then the device right away is the last release
+// and tears the device down in the caller, not later on the completion
+// thread (whose destroy thread could start after the at-exit join).
+static void test_release_after_wait_tears_down_in_caller(void** state) {
+  int rounds = (int)hl_test_scale(200, 4);
+  for (int i = 0; i < rounds; ++i) {
+    int64_t live_before = hl_device_live_count();
+    hl_device_t* device = NULL;
+    hl_test_host_device(&device);
+    hl_queue_t* queue = hl_test_queue_create(device);
+    hl_semaphore_t* s = sem_create(0);
+    hl_fence_t* signal = hl_test_fence(s, 1);
+    HL_ASSERT_OK(hl_queue_host_call(queue, NULL, signal, noop_fn, NULL));
+    HL_ASSERT_OK(hl_semaphore_wait(s, 1, hl_deadline_after(10000 * MS)));
+    hl_fence_release(signal);
+    hl_semaphore_release(s);
+    hl_queue_release(queue);
+    hl_device_release(device);
+    if (hl_device_live_count() > live_before) {
+      fail_msg(
+          "round %d: the device outlived its last release after the "
+          "wait (%lld live, %lld before)",
+          i, (long long)hl_device_live_count(), (long long)live_before);
+    }
+  }
+}
+
+// Regression (issue 19): a failure of ANY waited semaphore ends a wait on
+// several, in both modes and through a fence, even when another semaphore of
+// the wait is never signalled. Before the fix a wait-all registered on the
+// first pending semaphore only and slept until the deadline.
+static void run_wait_many_later_one_fails(int how) {
+  hl_semaphore_t* a = sem_create(0);  // Never signalled.
+  hl_semaphore_t* b = sem_create(0);
+  hl_semaphore_t* c = sem_create(0);  // Never signalled.
+  failer_t f = {b, 20 * MS, HL_STATUS_DATA_LOSS, "b is gone"};
+  thrd_t t;
+  assert_int_equal(thrd_create(&t, failer_main, &f), thrd_success);
+  hl_semaphore_t* sems[3] = {a, b, c};
+  uint64_t values[3] = {1, 1, 1};
+  hl_time_t deadline = hl_deadline_after(10000 * MS);
+  hl_status_t st = NULL;
+  if (how == 0) {
+    st = hl_semaphore_wait_many(HL_WAIT_ALL, 3, sems, values, deadline, NULL);
+  } else if (how == 1) {
+    size_t index = 99;
+    st = hl_semaphore_wait_many(HL_WAIT_ANY, 3, sems, values, deadline, &index);
+  } else {
+    hl_fence_t* fence = NULL;
+    HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &fence));
+    for (int i = 0; i < 3; ++i)
+      HL_ASSERT_OK(hl_fence_insert(fence, sems[i], values[i]));
+    st = hl_fence_wait(fence, deadline);
+    hl_fence_release(fence);
+  }
+  // DEADLINE_EXCEEDED, or the failure only seen once the deadline passed,
+  // means the failure did not wake the waiter.
+  assert_true(hl_time_now() < deadline);
+  expect_failure(st, HL_STATUS_DATA_LOSS, "b is gone");
+  thrd_join(t, NULL);
+  hl_semaphore_release(a);
+  hl_semaphore_release(b);
+  hl_semaphore_release(c);
+}
+static void test_wait_all_second_fails(void** state) {
+  run_wait_many_later_one_fails(0);
+}
+static void test_wait_any_second_fails(void** state) {
+  run_wait_many_later_one_fails(1);
+}
+static void test_fence_wait_second_fails(void** state) {
+  run_wait_many_later_one_fails(2);
+}
+
+// Regression (issue 19): a submission parked on {a@1, b@1} fails when b
+// fails even though a never comes: its signal fails, and it lets go of its
+// queue and device.
+static void test_parked_submission_fails_on_any_wait(void** state) {
+  int64_t live_before = hl_device_live_count();
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* queue = hl_test_queue_create(device);
+  hl_semaphore_t* a = sem_create(0);  // Never signalled.
+  hl_semaphore_t* b = sem_create(0);
+  hl_semaphore_t* s = sem_create(0);
+  hl_fence_t* wait = NULL;
+  HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &wait));
+  HL_ASSERT_OK(hl_fence_insert(wait, a, 1));
+  HL_ASSERT_OK(hl_fence_insert(wait, b, 1));
+  hl_fence_t* signal = hl_test_fence(s, 1);
+  HL_ASSERT_OK(hl_queue_host_call(queue, wait, signal, noop_fn, NULL));
+  hl_semaphore_fail(b, HL_MAKE_STATUS(HL_STATUS_DATA_LOSS, "b is gone"));
+  expect_failure(hl_semaphore_wait(s, 1, hl_deadline_after(10000 * MS)),
+                 HL_STATUS_DATA_LOSS, "b is gone");
+  hl_fence_release(wait);
+  hl_fence_release(signal);
+  hl_queue_release(queue);
+  hl_device_release(device);
+  assert_true(hl_device_live_count() <= live_before);
+  hl_semaphore_release(a);
+  hl_semaphore_release(b);
+  hl_semaphore_release(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_create_release_noop),
@@ -448,6 +556,11 @@ int main(void) {
       cmocka_unit_test(test_double_failure_keeps_first),
       cmocka_unit_test(test_long_wait_cpu_use),
       cmocka_unit_test(test_long_queue_wait_cpu_use),
+      cmocka_unit_test(test_release_after_wait_tears_down_in_caller),
+      cmocka_unit_test(test_wait_all_second_fails),
+      cmocka_unit_test(test_wait_any_second_fails),
+      cmocka_unit_test(test_fence_wait_second_fails),
+      cmocka_unit_test(test_parked_submission_fails_on_any_wait),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

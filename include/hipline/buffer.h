@@ -49,7 +49,9 @@ HL_API hl_status_t hl_queue_alloca(hl_queue_t* queue,
                                    hl_buffer_t** out_buffer);
 
 // Frees |buffer|'s root in queue order, after |wait_fence| and every use
-// recorded in the root's use fence, then signals |signal_fence|.
+// recorded in the root's use fence, then signals |signal_fence|. A NULL
+// |queue| means the root's origin queue (hl_buffer_affinity_queue); a root
+// without one (wrapped) then is INVALID_ARGUMENT.
 // - ASYNC roots are freed on |queue|'s stream.
 // - Other roots: a barrier that keeps timeline order; the memory goes on the
 //   last release.

@@ -111,7 +111,14 @@ typedef struct hl_device_options_t {
   int checked;
   // DEFAULT: HIPLINE_ALLOCATOR decides.
   hl_pool_mode_t pool_mode;
+  // Submissions each queue of the device may have in flight before a
+  // submitter blocks (see hl_queue_wait_capacity). 0: HIPLINE_QUEUE_DEPTH,
+  // else HL_QUEUE_DEPTH_DEFAULT. At most HL_QUEUE_DEPTH_MAX.
+  uint32_t queue_depth;
 } hl_device_options_t;
+
+#define HL_QUEUE_DEPTH_DEFAULT 1024u
+#define HL_QUEUE_DEPTH_MAX (1u << 20)
 
 // Fills |out_options| with defaults (everything from the environment).
 HL_API void hl_device_options_initialize(hl_device_options_t* out_options);
@@ -169,8 +176,11 @@ HL_API hl_status_t hl_device_trim(hl_device_t* device,
 // a clean exit can wait for this to reach 0.
 HL_API int64_t hl_device_live_count(void);
 
-// Blocks until every queue of |device| has finished all submitted work or
-// |deadline| passes (DEADLINE_EXCEEDED).
+// Blocks until every queue of |device| has finished all work submitted
+// before the call (completed, failed or cancelled: none of it runs after
+// this returns OK or a queue failure), or |deadline| passes
+// (DEADLINE_EXCEEDED). Every queue is drained even when one has failed; the
+// first queue failure is returned.
 HL_API hl_status_t hl_device_wait_idle(hl_device_t* device, int64_t deadline);
 
 #ifdef __cplusplus

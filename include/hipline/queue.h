@@ -19,15 +19,22 @@ extern "C" {
 #endif
 
 typedef struct hl_queue_t hl_queue_t;
+typedef struct hl_buffer_t hl_buffer_t;
 
 // Creates a queue on |device| (retained).
 HL_API hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue);
 HL_API void hl_queue_retain(hl_queue_t* queue);
-// Releases |queue|; the last release waits for its submitted work.
+// Releases |queue| without waiting: submitted work holds the queue until it
+// completes (call hl_queue_wait_idle first to wait for it).
 HL_API void hl_queue_release(hl_queue_t* queue);
 
 // Borrowed accessors.
 HL_API hl_device_t* hl_queue_device(const hl_queue_t* queue);
+// The queue a buffer's root was allocated on (hl_queue_alloca), where
+// hl_queue_dealloca(NULL, ...) frees it. Borrowed: valid while |buffer| is
+// (the root retains it); retain it to keep it longer. NULL for roots without
+// one (hl_buffer_wrap) and for a NULL buffer.
+HL_API hl_queue_t* hl_buffer_affinity_queue(const hl_buffer_t* buffer);
 // The queue's timeline: value N means the Nth submission completed.
 HL_API hl_semaphore_t* hl_queue_timeline(const hl_queue_t* queue);
 // A small integer naming the queue within its device (for messages).
@@ -46,9 +53,28 @@ HL_API hl_status_t hl_queue_host_call(hl_queue_t* queue,
                                       const hl_fence_t* signal_fence,
                                       hl_queue_host_fn_t fn, void* user);
 
-// Blocks until every submission made so far has completed (or failed), or
-// |deadline| passes.
+// Blocks until every submission made before the call has finished on the
+// stream: completed, failed or cancelled. None of it runs after this returns
+// OK or the queue's failure; a failed queue is drained too, not abandoned.
+// DEADLINE_EXCEEDED when |deadline| passes first (work may still run then).
 HL_API hl_status_t hl_queue_wait_idle(hl_queue_t* queue, hl_time_t deadline);
+
+// Backpressure. A queue holds at most its device's queue depth
+// (hl_device_options_t.queue_depth, HIPLINE_QUEUE_DEPTH, default 1024) of
+// submissions issued to its stream or ready to issue; a submission beyond
+// that blocks the submitting thread until one completes, as a full HIP
+// stream blocks the host (counted in hl_queue_stats_t.depth_stalls).
+// Submissions parked on a signal nobody has submitted yet never block anyone
+// (the signal may come from the blocked thread), and the runtime's
+// completion thread never blocks. A host call must not submit to its own
+// queue when it may be full (it would wait for itself).
+//
+// hl_queue_wait_capacity waits for room until |deadline|: OK when a
+// submission would not block now, DEADLINE_EXCEEDED when the queue stayed
+// full, or the queue's failure. Use it before submitting when blocking
+// without a deadline is not acceptable.
+HL_API hl_status_t hl_queue_wait_capacity(hl_queue_t* queue,
+                                          hl_time_t deadline);
 
 // Returns the queue's failure (copied) if a backend error or checked-mode
 // violation has failed the queue; OK otherwise. A failed queue fails every
@@ -62,6 +88,7 @@ typedef struct hl_queue_stats_t {
   uint64_t waits_elided;     // Waits covered by the frontier or reached.
   uint64_t parked;           // Submissions that waited for a signal.
   uint64_t failed;           // Submissions whose signals were failed.
+  uint64_t depth_stalls;     // Submitters that waited for room (depth).
 } hl_queue_stats_t;
 HL_API void hl_queue_stats(hl_queue_t* queue, hl_queue_stats_t* out_stats);
 

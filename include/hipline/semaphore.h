@@ -34,16 +34,20 @@ HL_API hl_status_t hl_semaphore_query(hl_semaphore_t* semaphore,
                                       uint64_t* out_value);
 
 // Signals |value| from the host. |value| must be greater than the current
-// value (OUT_OF_RANGE otherwise); a failed semaphore returns its failure.
+// value (OUT_OF_RANGE otherwise); a failed semaphore returns its failure; a
+// queue's own timeline (hl_queue_timeline) is INVALID_ARGUMENT.
 // Waiters whose values are now reached wake up, and queue submissions parked
 // on them are issued.
 HL_API hl_status_t hl_semaphore_signal(hl_semaphore_t* semaphore,
                                        uint64_t value);
 
 // Fails |semaphore| with |status| (consumed; must not be OK). Every waiter,
-// present and future, gets a copy of it. Only the first failure is kept;
-// later ones are freed.
-HL_API void hl_semaphore_fail(hl_semaphore_t* semaphore, hl_status_t status);
+// present and future, gets a copy of it, and every queue submission waiting
+// on it fails. Only the first failure is kept; later ones are freed. Returns
+// INVALID_ARGUMENT (and frees |status|) for a NULL semaphore or a queue's own
+// timeline, which fails only with its queue.
+HL_API hl_status_t hl_semaphore_fail(hl_semaphore_t* semaphore,
+                                     hl_status_t status);
 
 // Blocks until |semaphore| reaches |value|, fails (its status, copied) or
 // |deadline| passes (DEADLINE_EXCEEDED). Never busy-spins.
@@ -55,9 +59,10 @@ typedef enum hl_wait_mode_e {
   HL_WAIT_ANY = 1,  // At least one does.
 } hl_wait_mode_t;
 
-// Waits on |count| semaphore@value pairs. For HL_WAIT_ANY, |out_index| (may
-// be NULL) receives the index of a reached pair. A failed semaphore ends the
-// wait with its status in both modes.
+// Waits on |count| (at most 64) semaphore@value pairs. For HL_WAIT_ANY,
+// |out_index| (may be NULL) receives the index of a reached pair. A failure of
+// ANY of the semaphores ends the wait at once with its status, in both modes,
+// even while other pairs are still pending.
 HL_API hl_status_t hl_semaphore_wait_many(hl_wait_mode_t mode, size_t count,
                                           hl_semaphore_t* const* semaphores,
                                           const uint64_t* values,

@@ -261,12 +261,26 @@ static const hl_op_vtable_t hl_dealloca_vtable = {
     hl_dealloca_issue, hl_dealloca_release, hl_dealloca_on_submit,
     hl_dealloca_cancel};
 
+hl_queue_t* hl_buffer_affinity_queue(const hl_buffer_t* buffer) {
+  return buffer ? buffer->root->affinity_queue : NULL;
+}
+
 hl_status_t hl_queue_dealloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
                               const hl_fence_t* signal_fence,
                               hl_buffer_t* buffer) {
-  if (!queue || !buffer) {
+  if (!buffer) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "hl_queue_dealloca: NULL queue or buffer");
+                          "hl_queue_dealloca: buffer is NULL");
+  }
+  // No queue named: the buffer's origin (affinity) queue, as IREE does.
+  if (!queue) queue = buffer->root->affinity_queue;
+  if (!queue) {
+    return HL_MAKE_STATUS(
+        HL_STATUS_INVALID_ARGUMENT,
+        "hl_queue_dealloca: no queue named and root %llu (%s) has no origin "
+        "queue; name the queue to free it on",
+        (unsigned long long)buffer->root->id,
+        hl_buffer_origin_name(hl_buffer_origin(buffer)));
   }
   return hl_root_dealloca(queue, wait_fence, signal_fence, buffer->root);
 }

@@ -124,12 +124,25 @@ static void hl_trace_from_env(void) {
 }
 static once_flag hl_trace_env_once_ = ONCE_FLAG_INIT;
 
+// HIPLINE_QUEUE_DEPTH: a decimal in [1, HL_QUEUE_DEPTH_MAX]; 0 when unset.
+static hl_status_t hl_queue_depth_from_env(uint32_t* out_depth) {
+  *out_depth = 0;
+  const char* value = hl_env_get("HIPLINE_QUEUE_DEPTH");
+  if (!value) return NULL;
+  uint64_t depth = 0;
+  HL_RETURN_IF_ERROR_PLAIN(hl_parse_u64("HIPLINE_QUEUE_DEPTH", value, 1,
+                                        HL_QUEUE_DEPTH_MAX, &depth));
+  *out_depth = (uint32_t)depth;
+  return NULL;
+}
+
 hl_status_t hl_environment_check(void) {
   static const char* const kKnown[] = {
       "HIPLINE_BACKEND", "HIPLINE_ASSUME_NO_ALIAS", "HIPLINE_FALLBACK",
       "HIPLINE_POOL_RELEASE_THRESHOLD", "HIPLINE_CHECKED", "HIPLINE_FAULTS",
       "HIPLINE_TRACE", "HIPLINE_LOG", "HIPLINE_HOST_DEVICES",
       "HIPLINE_ELIDE_FILLS", "HIPLINE_ALLOCATOR", "HIPLINE_HOST_MEMORY",
+      "HIPLINE_QUEUE_DEPTH",
       // Read by the scripts and tools, not the library.
       "HIPLINE_JOBS", "HIPLINE_SKIP_APT", "HIPLINE_JUNIT_DIR",
       "HIPLINE_FUZZ_SECONDS", "HIPLINE_FUZZ_BUILD_DIR", "HIPLINE_TRACE_CONVERT",
@@ -160,6 +173,8 @@ hl_status_t hl_environment_check(void) {
                           "values: a file path shorter than %zu bytes",
                           trace, sizeof(hl_trace_path_));
   }
+  uint32_t depth = 0;
+  HL_RETURN_IF_ERROR_PLAIN(hl_queue_depth_from_env(&depth));
   const char* devices = hl_env_get("HIPLINE_HOST_DEVICES");
   if (devices) {
     uint64_t n = 0;
@@ -240,7 +255,8 @@ static int hl_device_work_main(void* arg) {
   return 0;
 }
 
-void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work) {
+static void hl_device_push_work(hl_device_t* device, hl_work_t* work,
+                                bool reserved) {
   work->next = NULL;
   mtx_lock(&device->work_mutex);
   if (device->work_tail) {
@@ -249,9 +265,23 @@ void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work) {
     device->work_head = work;
   }
   device->work_tail = work;
-  ++device->work_pending;
+  if (!reserved) ++device->work_pending;
   cnd_broadcast(&device->work_cond);
   mtx_unlock(&device->work_mutex);
+}
+
+void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work) {
+  hl_device_push_work(device, work, false);
+}
+
+void hl_device_reserve_work(hl_device_t* device) {
+  mtx_lock(&device->work_mutex);
+  ++device->work_pending;
+  mtx_unlock(&device->work_mutex);
+}
+
+void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work) {
+  hl_device_push_work(device, work, true);
 }
 
 void hl_device_flush_work(hl_device_t* device) {
@@ -325,6 +355,12 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "unknown pool mode %d; accepted: driver|hipline",
                           (int)options->pool_mode);
+  }
+  if (options->queue_depth > HL_QUEUE_DEPTH_MAX) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "options.queue_depth must be 0 (default) or 1..%u, "
+                          "got %u",
+                          HL_QUEUE_DEPTH_MAX, options->queue_depth);
   }
   if (options->checked < -1 || options->checked > 1) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
@@ -404,6 +440,11 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
         "(%s) runs unchecked",
         options->ordinal, hl_backend_kind_name(backend->kind));
     device->checked = false;
+  }
+  device->queue_depth = options->queue_depth;
+  if (!st && !device->queue_depth) {
+    st = hl_queue_depth_from_env(&device->queue_depth);
+    if (!device->queue_depth) device->queue_depth = HL_QUEUE_DEPTH_DEFAULT;
   }
   atomic_init(&device->next_queue_id, 0);
   if (!st && (mtx_init(&device->work_mutex, mtx_plain) != thrd_success ||
@@ -636,8 +677,15 @@ hl_status_t hl_device_wait_idle(hl_device_t* device, int64_t deadline) {
   uint32_t count = 0;
   HL_RETURN_IF_ERROR_PLAIN(hl_device_snapshot_queues(device, &queues, &count));
   hl_status_t st = NULL;
+  // Every queue is waited for, even after one failed, so no work submitted
+  // before this call runs after it returns; the first error is returned.
   for (uint32_t i = 0; i < count; ++i) {
-    if (!st) st = hl_queue_wait_idle(queues[i], deadline);
+    hl_status_t queue_st = hl_queue_wait_idle(queues[i], deadline);
+    if (!st) {
+      st = queue_st;
+    } else {
+      hl_status_free(queue_st);
+    }
     hl_queue_release(queues[i]);
   }
   free(queues);

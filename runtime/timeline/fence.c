@@ -141,33 +141,30 @@ hl_status_t hl_fence_is_reached(const hl_fence_t* fence, bool* out_reached) {
 
 hl_status_t hl_fence_wait(const hl_fence_t* fence, hl_time_t deadline) {
   if (!fence || fence->count == 0) return NULL;
-  // Wait in batches; all-mode waits re-check everything after each wake.
-  for (size_t start = 0; start < fence->count; start += 64) {
-    size_t n = fence->count - start < 64 ? fence->count - start : 64;
-    hl_semaphore_t* sems[64];
-    uint64_t values[64];
-    for (size_t i = 0; i < n; ++i) {
-      sems[i] = fence->entries[start + i].semaphore;
-      values[i] = fence->entries[start + i].value;
-    }
-    HL_RETURN_IF_ERROR_PLAIN(
-        hl_semaphore_wait_many(HL_WAIT_ALL, n, sems, values, deadline, NULL));
-  }
-  return NULL;
+  // One wait over every pair, so a failure of any of them ends it.
+  return hl_semaphore_wait_pairs(HL_WAIT_ALL, fence->count, fence->entries,
+                                 deadline, NULL);
 }
 
-// Fence notification: waits for each pair in turn without blocking anyone.
-typedef struct hl_fence_notify_t {
-  hl_waiter_t waiter;
+// Fence notification: watches every pending pair without blocking anyone,
+// so a failure of any pair ends it.
+typedef struct hl_fence_notify_t hl_fence_notify_t;
+typedef struct hl_fence_notify_waiter_t {
+  hl_waiter_t base;
+  hl_fence_notify_t* owner;
+} hl_fence_notify_waiter_t;
+
+struct hl_fence_notify_t {
   hl_work_t work;
   hl_device_t* device;
-  hl_fence_entry_t* entries;  // Retained semaphores.
+  hl_fence_entry_t* entries;          // Retained semaphores.
+  hl_fence_notify_waiter_t* waiters;  // One per entry.
   size_t count;
-  size_t next;  // First pair not known to be reached.
+  bool queued;
   hl_status_t status;
   hl_fence_callback_t fn;
   void* user;
-} hl_fence_notify_t;
+};
 
 static void hl_fence_notify_finish(hl_work_t* work) {
   hl_fence_notify_t* n =
@@ -177,55 +174,68 @@ static void hl_fence_notify_finish(hl_work_t* work) {
   for (size_t i = 0; i < n->count; ++i)
     hl_semaphore_release(n->entries[i].semaphore);
   hl_device_t* device = n->device;
-  free(n->entries);
   free(n);
   hl_device_release(device);
 }
 
-// Advances past reached pairs; registers on the next pending one or queues
-// the callback. Scheduler lock held.
+// Re-evaluates every pair: queues the callback on a failure or when all are
+// reached, else (re)registers on each pending pair. Scheduler lock held.
 static void hl_fence_notify_advance_locked(hl_fence_notify_t* n) {
-  while (n->next < n->count) {
-    hl_semaphore_t* s = n->entries[n->next].semaphore;
+  if (n->queued) return;
+  for (size_t i = 0; i < n->count; ++i) {
+    hl_semaphore_remove_waiter_locked(&n->waiters[i].base);
+  }
+  bool pending = false;
+  for (size_t i = 0; i < n->count; ++i) {
+    hl_semaphore_t* s = n->entries[i].semaphore;
     hl_status_t failure = hl_semaphore_failure(s);
     if (failure) {
       n->status = hl_status_clone(failure);
+      pending = false;
       break;
     }
-    if (hl_semaphore_value(s) < n->entries[n->next].value) {
-      n->waiter.value = n->entries[n->next].value;
-      hl_semaphore_add_waiter_locked(s, &n->waiter);
-      return;
-    }
-    ++n->next;
+    pending |= hl_semaphore_value(s) < n->entries[i].value;
   }
-  hl_device_enqueue_work(n->device, &n->work);
+  if (!pending) {
+    n->queued = true;
+    hl_device_enqueue_work(n->device, &n->work);
+    return;
+  }
+  for (size_t i = 0; i < n->count; ++i) {
+    hl_semaphore_t* s = n->entries[i].semaphore;
+    if (hl_semaphore_value(s) >= n->entries[i].value) continue;
+    n->waiters[i].base.value = n->entries[i].value;
+    hl_semaphore_add_waiter_locked(s, &n->waiters[i].base);
+  }
 }
 
 static void hl_fence_notify_wake(hl_waiter_t* waiter) {
-  hl_fence_notify_advance_locked((hl_fence_notify_t*)waiter);
+  hl_fence_notify_advance_locked(((hl_fence_notify_waiter_t*)waiter)->owner);
 }
 
 hl_status_t hl_fence_notify(const hl_fence_t* fence, hl_device_t* device,
                             hl_fence_callback_t fn, void* user) {
-  hl_fence_notify_t* n = calloc(1, sizeof(*n));
   size_t count = hl_fence_count(fence);
-  if (n && count) n->entries = malloc(count * sizeof(*n->entries));
-  if (!n || (count && !n->entries)) {
-    free(n);
+  // One block: the notification, then its entries, then its waiters.
+  hl_fence_notify_t* n = calloc(
+      1, sizeof(*n) + count * (sizeof(*n->entries) + sizeof(*n->waiters)));
+  if (!n) {
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "allocating a fence notification");
   }
+  n->waiters = (hl_fence_notify_waiter_t*)(n + 1);
+  n->entries = count ? (hl_fence_entry_t*)(n->waiters + count) : NULL;
   for (size_t i = 0; i < count; ++i) {
     n->entries[i] = fence->entries[i];
     hl_semaphore_retain(n->entries[i].semaphore);
+    n->waiters[i].base.notify = hl_fence_notify_wake;
+    n->waiters[i].owner = n;
   }
   n->count = count;
   n->device = device;
   hl_device_retain(device);
   n->fn = fn;
   n->user = user;
-  n->waiter.notify = hl_fence_notify_wake;
   n->work.fn = hl_fence_notify_finish;
   hl_timeline_lock();
   hl_fence_notify_advance_locked(n);

@@ -17,6 +17,12 @@ typedef struct hl_frontier_entry_t {
   uint64_t value;
 } hl_frontier_entry_t;
 
+// Watches one wait of a parked submission.
+typedef struct hl_park_waiter_t {
+  hl_waiter_t base;
+  hl_submission_t* submission;
+} hl_park_waiter_t;
+
 struct hl_submission_t {
   hl_submission_t* next;
   hl_queue_t* queue;  // Retained.
@@ -29,7 +35,9 @@ struct hl_submission_t {
   _Atomic(hl_status_t) failure;
   atomic_bool fail_queue;
   bool parked_once;
-  hl_waiter_t park;
+  // One per wait, allocated when the submission first parks: every wait not
+  // yet reached is watched, so a failure of any of them releases it.
+  hl_park_waiter_t* parks;
   hl_work_t work;
   hl_gated_t gate;
 };
@@ -40,10 +48,21 @@ struct hl_queue_t {
   uint32_t id;
   hl_backend_stream_t* stream;
   hl_semaphore_t* timeline;
+  // Internal: reaches N once the Nth submission has finished on the stream,
+  // completed or failed (never fails itself). wait_idle waits for it.
+  hl_semaphore_t* done;
+  // Set with |failure|; read by gated work on the stream without the lock.
+  atomic_bool failed;
   // Scheduler lock for everything below.
   uint64_t next_value;
   hl_submission_t* pending_head;
   hl_submission_t* pending_tail;
+  // Backpressure: issued and not completed, and not yet issued.
+  uint32_t in_flight;
+  uint64_t pending_count;
+  bool head_parked;  // The head waits for a signal not yet submitted.
+  cnd_t space_cond;  // Submitters blocked on the depth limit.
+  uint32_t space_waiters;
   bool pump_scheduled;
   hl_work_t pump_work;
   hl_frontier_entry_t frontier[HL_FRONTIER_CAPACITY];
@@ -122,6 +141,7 @@ static void hl_submission_destroy(hl_work_t* work) {
   }
   hl_status_free(status);
   hl_queue_t* queue = sub->queue;
+  free(sub->parks);
   free(sub->waits);
   free(sub);
   hl_queue_release(queue);
@@ -137,10 +157,47 @@ static hl_status_t hl_submission_gate_check(void* user) {
   return NULL;
 }
 
+static void hl_queue_schedule_pump_locked(hl_queue_t* queue);
+
+// Wakes submitters blocked on the depth limit to look again. Never blocks.
+static void hl_queue_wake_submitters_locked(hl_queue_t* queue) {
+  if (queue->space_waiters) cnd_broadcast(&queue->space_cond);
+}
+
+// A submission left the stream. Scheduler lock held (safe from a host
+// function: it only signals a condition variable).
+static void hl_queue_note_completion_locked(hl_queue_t* queue) {
+  --queue->in_flight;
+  hl_queue_wake_submitters_locked(queue);
+}
+
+// Fails |queue| with |status| (consumed): its timeline fails, and the
+// submissions not yet issued are failed too (the pump issues them as
+// cancelled, which fails their signals in order). Work already on the stream
+// is cancelled by its gate. Scheduler lock held.
+static void hl_queue_fail_locked(hl_queue_t* queue, hl_status_t status) {
+  if (!queue->failure) {
+    queue->failure = hl_status_clone(status);
+    atomic_store(&queue->failed, true);
+  }
+  hl_semaphore_fail_locked(queue->timeline, status);
+  hl_queue_wake_submitters_locked(queue);  // They fail fast now.
+  if (!queue->pending_head) return;
+  for (hl_submission_t* p = queue->pending_head; p; p = p->next) {
+    hl_submission_fail(p, hl_status_clone(queue->failure), false);
+  }
+  hl_queue_schedule_pump_locked(queue);
+}
+
 // Runs on the stream (a backend host function): publishes the outcome.
 static void hl_submission_complete(void* user) {
   hl_submission_t* sub = (hl_submission_t*)user;
   hl_queue_t* queue = sub->queue;
+  // The clean-up (which drops the submission's queue reference, and maybe
+  // the device's) counts as pending before any signal is visible: a thread
+  // that saw a signal and then releases its handles flushes it, so the last
+  // release happens there and not on the completion thread later.
+  hl_device_reserve_work(queue->device);
   if (!atomic_load(&sub->failure)) {
     hl_status_t late = hl_submission_gate_check(sub);
     if (late) hl_submission_fail(sub, late, false);
@@ -158,18 +215,29 @@ static void hl_submission_complete(void* user) {
   }
   if (failure) ++queue->stats.failed;
   if (failure && atomic_load(&sub->fail_queue)) {
-    if (!queue->failure) queue->failure = hl_status_clone(failure);
-    hl_semaphore_fail_locked(queue->timeline, hl_status_clone(failure));
+    hl_queue_fail_locked(queue, hl_status_clone(failure));
   } else {
     hl_semaphore_signal_locked(queue->timeline, sub->value);
   }
+  hl_semaphore_signal_locked(queue->done, sub->value);
+  hl_queue_note_completion_locked(queue);
   hl_timeline_unlock();
-  hl_device_enqueue_work(queue->device, &sub->work);
+  hl_device_enqueue_reserved_work(queue->device, &sub->work);
 }
 
 static void hl_gated_thunk(void* user) {
   hl_gated_t* gate = (hl_gated_t*)user;
   if (atomic_load(&gate->submission->failure)) return;
+  hl_queue_t* queue = gate->submission->queue;
+  if (atomic_load(&queue->failed)) {
+    // A failed queue runs nothing more, including work issued before it
+    // failed: the submission is cancelled with the queue's status.
+    hl_timeline_lock();
+    hl_status_t failure = hl_status_clone(queue->failure);
+    hl_timeline_unlock();
+    hl_submission_fail(gate->submission, failure, false);
+    return;
+  }
   hl_status_t st = gate->fn(gate->user);
   if (st) hl_submission_fail(gate->submission, st, false);
 }
@@ -196,6 +264,7 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
   hl_backend_t* backend = device->backend;
   hl_issue_ctx_t ctx = {queue, device, backend, queue->stream, sub, true};
   hl_status_t st = NULL;
+  ++queue->in_flight;
 
   if (!atomic_load(&sub->failure) && hl_faults_should_fail_submission()) {
     hl_submission_fail(
@@ -270,12 +339,13 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
     // Without the completion callback nothing will publish this submission in
     // order: the queue is broken. Fail everything now.
     hl_submission_fail(sub, hl_status_clone(st), true);
-    if (!queue->failure) queue->failure = hl_status_clone(st);
     for (size_t i = 0; i < sub->signal_count; ++i) {
       hl_semaphore_fail_locked(sub->signals[i].semaphore, hl_status_clone(st));
     }
-    hl_semaphore_fail_locked(queue->timeline,
-                             hl_status_annotate(st, "queue %u", queue->id));
+    ++queue->stats.failed;
+    hl_queue_fail_locked(queue, hl_status_annotate(st, "queue %u", queue->id));
+    hl_semaphore_signal_locked(queue->done, sub->value);
+    hl_queue_note_completion_locked(queue);
     hl_device_enqueue_work(device, &sub->work);
     return;
   }
@@ -323,9 +393,62 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
 static void hl_queue_schedule_pump_locked(hl_queue_t* queue);
 
 static void hl_submission_park_notify(hl_waiter_t* waiter) {
-  hl_submission_t* sub =
-      (hl_submission_t*)((char*)waiter - offsetof(hl_submission_t, park));
+  hl_submission_t* sub = ((hl_park_waiter_t*)waiter)->submission;
   hl_queue_schedule_pump_locked(sub->queue);
+}
+
+static void hl_submission_unpark_locked(hl_submission_t* sub) {
+  if (!sub->parks) return;
+  for (size_t i = 0; i < sub->wait_count; ++i) {
+    hl_semaphore_remove_waiter_locked(&sub->parks[i].base);
+  }
+}
+
+// Whether wait |i| of |sub| lets it issue now: reached, covered by the queue,
+// or backed by an issued device signal.
+static bool hl_submission_wait_issuable(hl_queue_t* queue, hl_submission_t* sub,
+                                        size_t i) {
+  hl_semaphore_t* s = sub->waits[i].semaphore;
+  uint64_t v = sub->waits[i].value;
+  return hl_semaphore_value(s) >= v || s == queue->timeline ||
+         hl_frontier_get(queue, s->id) >= v || s->issued_value >= v;
+}
+
+// Parks |sub| (the head of |queue|): watches each wait not yet reached, for
+// its signal to be issued or, when it is already issued, for a failure.
+// Returns false when it cannot (out of memory: the submission is failed).
+static bool hl_submission_park_locked(hl_queue_t* queue, hl_submission_t* sub) {
+  if (!sub->parks) {
+    sub->parks = calloc(sub->wait_count, sizeof(*sub->parks));
+    if (!sub->parks) {
+      hl_submission_fail(
+          sub,
+          HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                         "queue %u submission %llu: parking on %zu waits",
+                         queue->id, (unsigned long long)sub->value,
+                         sub->wait_count),
+          false);
+      return false;
+    }
+  }
+  for (size_t i = 0; i < sub->wait_count; ++i) {
+    hl_semaphore_t* s = sub->waits[i].semaphore;
+    uint64_t v = sub->waits[i].value;
+    if (hl_semaphore_value(s) >= v || s == queue->timeline) continue;
+    hl_park_waiter_t* w = &sub->parks[i];
+    w->submission = sub;
+    w->base.notify = hl_submission_park_notify;
+    if (hl_submission_wait_issuable(queue, sub, i)) {
+      // Issued elsewhere: only its failure matters while parked.
+      w->base.value = UINT64_MAX;
+      w->base.on_issue = false;
+    } else {
+      w->base.value = v;
+      w->base.on_issue = true;
+    }
+    hl_semaphore_add_waiter_locked(s, &w->base);
+  }
+  return true;
 }
 
 // Issues pending submissions in order until one must wait for a signal that
@@ -333,12 +456,11 @@ static void hl_submission_park_notify(hl_waiter_t* waiter) {
 static void hl_queue_pump_locked(hl_queue_t* queue) {
   while (queue->pending_head) {
     hl_submission_t* sub = queue->pending_head;
-    hl_semaphore_remove_waiter_locked(&sub->park);
+    hl_submission_unpark_locked(sub);
     if (!atomic_load(&sub->failure)) {
+      bool issuable = true;
       for (size_t i = 0; i < sub->wait_count; ++i) {
-        hl_semaphore_t* s = sub->waits[i].semaphore;
-        uint64_t v = sub->waits[i].value;
-        hl_status_t failure = hl_semaphore_failure(s);
+        hl_status_t failure = hl_semaphore_failure(sub->waits[i].semaphore);
         if (failure) {
           hl_submission_fail(
               sub,
@@ -347,29 +469,33 @@ static void hl_queue_pump_locked(hl_queue_t* queue) {
                                  "semaphore",
                                  queue->id, (unsigned long long)sub->value),
               false);
+          issuable = true;
           break;
         }
-        if (hl_semaphore_value(s) >= v || s == queue->timeline ||
-            hl_frontier_get(queue, s->id) >= v || s->issued_value >= v) {
-          continue;
-        }
-        // Wait-before-signal: park until a signal >= v is issued.
-        sub->park.value = v;
-        sub->park.on_issue = true;
-        sub->park.notify = hl_submission_park_notify;
-        hl_semaphore_add_waiter_locked(s, &sub->park);
+        issuable &= hl_submission_wait_issuable(queue, sub, i);
+      }
+      // Wait-before-signal: park until every signal is issued (or one of the
+      // waits fails).
+      if (!issuable && hl_submission_park_locked(queue, sub)) {
         if (!sub->parked_once) {
           sub->parked_once = true;
           ++queue->stats.parked;
         }
+        // The queue cannot move on its own now: blocked submitters must not
+        // wait for it (the signal may come from one of them).
+        queue->head_parked = true;
+        hl_queue_wake_submitters_locked(queue);
         return;
       }
     }
+    queue->head_parked = false;
     queue->pending_head = sub->next;
     if (!queue->pending_head) queue->pending_tail = NULL;
     sub->next = NULL;
+    --queue->pending_count;
     hl_queue_issue_locked(queue, sub);
   }
+  queue->head_parked = false;
 }
 
 static void hl_queue_pump_work(hl_work_t* work) {
@@ -407,12 +533,26 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
   atomic_init(&queue->ref_count, 1);
   queue->device = device;
   queue->id = atomic_fetch_add(&device->next_queue_id, 1);
+  atomic_init(&queue->failed, false);
+  if (cnd_init(&queue->space_cond) != thrd_success) {
+    hl_allocator_free(device->host_allocator, queue);
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "creating a queue's condition variable");
+  }
   hl_status_t st =
       hl_semaphore_create(0, device->host_allocator, &queue->timeline);
   if (!st) {
+    queue->timeline->queue_owned = true;
+    st = hl_semaphore_create(0, device->host_allocator, &queue->done);
+    if (st) hl_semaphore_release(queue->timeline);
+  }
+  if (!st) {
     st =
         device->backend->vtable->stream_create(device->backend, &queue->stream);
-    if (st) hl_semaphore_release(queue->timeline);
+    if (st) {
+      hl_semaphore_release(queue->timeline);
+      hl_semaphore_release(queue->done);
+    }
   }
   if (!st) {
     hl_timeline_lock();
@@ -434,9 +574,11 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
     if (st) {
       device->backend->vtable->stream_destroy(device->backend, queue->stream);
       hl_semaphore_release(queue->timeline);
+      hl_semaphore_release(queue->done);
     }
   }
   if (st) {
+    cnd_destroy(&queue->space_cond);
     hl_allocator_free(device->host_allocator, queue);
     return hl_status_annotate(st, "creating a queue on device %d",
                               device->props.ordinal);
@@ -483,7 +625,9 @@ void hl_queue_release(hl_queue_t* queue) {
   // except the tail of the stream (the event record after a completion).
   device->backend->vtable->stream_destroy(device->backend, queue->stream);
   hl_semaphore_release(queue->timeline);
+  hl_semaphore_release(queue->done);
   hl_status_free(queue->failure);
+  cnd_destroy(&queue->space_cond);
   hl_allocator_free(device->host_allocator, queue);
   hl_device_release(device);
 }
@@ -507,6 +651,32 @@ uint64_t hl_queue_submitted_value(hl_queue_t* queue) {
   uint64_t v = queue->next_value;
   hl_timeline_unlock();
   return v;
+}
+
+// Whether a new submission must wait for room: the queue can make progress
+// on its own (its head is not parked on a signal nobody has submitted, which
+// only another submission can provide) and holds |depth| submissions that
+// are issued or ready to issue. Scheduler lock held.
+static bool hl_queue_full_locked(const hl_queue_t* queue) {
+  return !queue->head_parked &&
+         (uint64_t)queue->in_flight + queue->pending_count >=
+             queue->device->queue_depth;
+}
+
+// Waits (the scheduler lock is released meanwhile) until the queue has room,
+// fails, or |deadline| passes. Returns false on the deadline.
+static bool hl_queue_wait_space_locked(hl_queue_t* queue, hl_time_t deadline) {
+  bool ok = true;
+  ++queue->space_waiters;
+  while (!queue->failure && hl_queue_full_locked(queue)) {
+    if (hl_timeline_cond_wait(&queue->space_cond, deadline) == thrd_timedout &&
+        !queue->failure && hl_queue_full_locked(queue)) {
+      ok = false;
+      break;
+    }
+  }
+  --queue->space_waiters;
+  return ok;
 }
 
 static void hl_ops_release_all(hl_op_t* ops, hl_status_t status) {
@@ -548,6 +718,23 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
       return st;
     }
   }
+  for (size_t i = 0; i < waits; ++i) {
+    if (wait_fence->entries[i].semaphore != queue->timeline) continue;
+    // Only the queue advances its timeline, in order: a value it has not
+    // submitted would never come (and this submission would wait on itself).
+    uint64_t v = wait_fence->entries[i].value;
+    uint64_t submitted = hl_queue_submitted_value(queue);
+    if (v > submitted) {
+      hl_status_t st = HL_MAKE_STATUS(
+          HL_STATUS_INVALID_ARGUMENT,
+          "queue %u: a wait on the queue's own timeline at %llu, which it "
+          "has not submitted (last submitted value %llu)",
+          queue->id, (unsigned long long)v, (unsigned long long)submitted);
+      hl_ops_release_all(ops, st);
+      HL_TRACE_ZONE_END(zone);
+      return st;
+    }
+  }
   hl_submission_t* sub = calloc(1, sizeof(*sub));
   hl_fence_entry_t* entries =
       (waits + signals) ? malloc((waits + signals) * sizeof(*entries)) : NULL;
@@ -575,6 +762,15 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   sub->queue = queue;
 
   hl_timeline_lock();
+  if (!queue->failure && hl_queue_full_locked(queue) &&
+      !thrd_equal(thrd_current(), queue->device->work_thread)) {
+    // Backpressure, as a full HIP stream blocks the host. The completion
+    // thread never blocks here (the pump it runs is what makes room).
+    ++queue->stats.depth_stalls;
+    HL_TRACE_ZONE_BEGIN(stall, "hl_queue_submit: queue full");
+    hl_queue_wait_space_locked(queue, HL_INFINITE_FUTURE);
+    HL_TRACE_ZONE_END(stall);
+  }
   if (queue->failure) {
     // A failed queue runs nothing more; its signals fail with its status.
     hl_status_t failure = hl_status_clone(queue->failure);
@@ -582,14 +778,15 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
       hl_semaphore_fail_locked(sub->signals[i].semaphore,
                                hl_status_clone(failure));
     }
-    hl_timeline_unlock();
     hl_submission_fail(sub, hl_status_clone(failure), false);
     hl_device_enqueue_work(queue->device, &sub->work);
+    hl_timeline_unlock();
     HL_TRACE_ZONE_END(zone);
     return hl_status_annotate(failure, "queue %u has failed", queue->id);
   }
   sub->value = ++queue->next_value;
   ++queue->stats.submissions;
+  ++queue->pending_count;
   if (queue->pending_tail) {
     queue->pending_tail->next = sub;
   } else {
@@ -603,6 +800,36 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   if (!queue->pump_scheduled) hl_queue_pump_locked(queue);
   hl_timeline_unlock();
   HL_TRACE_ZONE_END(zone);
+  return NULL;
+}
+
+hl_status_t hl_queue_wait_capacity(hl_queue_t* queue, hl_time_t deadline) {
+  if (!queue) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_wait_capacity: queue is NULL");
+  }
+  hl_timeline_lock();
+  bool full = !queue->failure && hl_queue_full_locked(queue);
+  if (full && thrd_equal(thrd_current(), queue->device->work_thread)) {
+    hl_timeline_unlock();
+    return NULL;  // Submissions from the completion thread never block.
+  }
+  if (full) {
+    ++queue->stats.depth_stalls;
+    full = !hl_queue_wait_space_locked(queue, deadline);
+  }
+  hl_status_t st = hl_status_clone(queue->failure);
+  uint32_t in_flight = queue->in_flight;
+  uint64_t pending = queue->pending_count;
+  hl_timeline_unlock();
+  if (st) return hl_status_annotate(st, "queue %u has failed", queue->id);
+  if (full) {
+    return HL_MAKE_STATUS(HL_STATUS_DEADLINE_EXCEEDED,
+                          "queue %u is full: %u submissions in flight and "
+                          "%llu waiting to issue (depth %u)",
+                          queue->id, in_flight, (unsigned long long)pending,
+                          queue->device->queue_depth);
+  }
   return NULL;
 }
 
@@ -663,22 +890,34 @@ hl_status_t hl_queue_wait_idle(hl_queue_t* queue, hl_time_t deadline) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_queue_wait_idle: queue is NULL");
   }
+  HL_TRACE_ZONE_BEGIN(zone, "hl_queue_wait_idle");
+  // Idle means every submission made so far has finished on the stream,
+  // completed, failed or cancelled: a failure of the queue does not end the
+  // wait early (its timeline fails at once, but work after the failure is
+  // still being cancelled in order).
   uint64_t value = hl_queue_submitted_value(queue);
-  HL_RETURN_IF_ERROR_PLAIN(hl_semaphore_wait(queue->timeline, value, deadline));
-  // The timeline is published from inside the stream; let the stream finish
-  // its tail (the timepoint's event record) so "idle" means idle, and stream
-  // ordered frees on it count as complete.
+  hl_status_t st = hl_semaphore_wait(queue->done, value, deadline);
+  if (st) {
+    HL_TRACE_ZONE_END(zone);
+    return hl_status_annotate(st, "waiting for queue %u to be idle", queue->id);
+  }
+  // The completion is published from inside the stream; let the stream
+  // finish its tail (the timepoint's event record) so "idle" means idle, and
+  // stream ordered frees on it count as complete.
   hl_backend_t* backend = queue->device->backend;
-  HL_RETURN_IF_ERROR(
-      backend->vtable->stream_synchronize(backend, queue->stream),
-      "synchronizing queue %u", queue->id);
+  st = backend->vtable->stream_synchronize(backend, queue->stream);
+  if (st) {
+    HL_TRACE_ZONE_END(zone);
+    return hl_status_annotate(st, "synchronizing queue %u", queue->id);
+  }
   // Completed submissions drop their references on the completion thread;
   // let that happen so a caller's release right after is really the last.
   if (!thrd_equal(thrd_current(), queue->device->work_thread)) {
     hl_device_flush_work(queue->device);
   }
   hl_device_apply_release_threshold(queue->device);
-  return NULL;
+  HL_TRACE_ZONE_END(zone);
+  return hl_queue_status(queue);
 }
 
 hl_status_t hl_queue_status(hl_queue_t* queue) {

@@ -194,6 +194,11 @@ hl_status_t hl_semaphore_signal(hl_semaphore_t* semaphore, uint64_t value) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_semaphore_signal: semaphore is NULL");
   }
+  if (semaphore->queue_owned) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_semaphore_signal: a queue's own timeline is "
+                          "signalled by its queue only");
+  }
   hl_timeline_lock();
   hl_status_t failure = hl_semaphore_failure(semaphore);
   if (failure) {
@@ -216,10 +221,17 @@ hl_status_t hl_semaphore_signal(hl_semaphore_t* semaphore, uint64_t value) {
   return NULL;
 }
 
-void hl_semaphore_fail(hl_semaphore_t* semaphore, hl_status_t status) {
+hl_status_t hl_semaphore_fail(hl_semaphore_t* semaphore, hl_status_t status) {
   if (!semaphore) {
     hl_status_free(status);
-    return;
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_semaphore_fail: semaphore is NULL");
+  }
+  if (semaphore->queue_owned) {
+    hl_status_free(status);
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_semaphore_fail: a queue's own timeline fails "
+                          "only with its queue");
   }
   if (!status) {
     status = HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
@@ -228,6 +240,7 @@ void hl_semaphore_fail(hl_semaphore_t* semaphore, hl_status_t status) {
   hl_timeline_lock();
   hl_semaphore_fail_locked(semaphore, status);
   hl_timeline_unlock();
+  return NULL;
 }
 
 typedef struct hl_host_waiter_t {
@@ -248,7 +261,89 @@ hl_status_t hl_semaphore_wait(hl_semaphore_t* semaphore, uint64_t value,
                                 NULL);
 }
 
+int hl_timeline_cond_wait(cnd_t* cond, hl_time_t deadline) {
+  return hl_cnd_wait_until(cond, &hl_timeline_mutex_, deadline);
+}
+
 #define HL_WAIT_MANY_MAX 64
+
+hl_status_t hl_semaphore_wait_pairs(hl_wait_mode_t mode, size_t count,
+                                    const hl_fence_entry_t* pairs,
+                                    hl_time_t deadline, size_t* out_index) {
+  if (count == 0) return NULL;
+  cnd_t cond;
+  if (cnd_init(&cond) != thrd_success) {
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "wait: creating a condition variable");
+  }
+  hl_host_waiter_t inline_waiters[HL_WAIT_MANY_MAX];
+  hl_host_waiter_t* waiters = inline_waiters;
+  if (count > HL_WAIT_MANY_MAX) {
+    waiters = malloc(count * sizeof(*waiters));
+    if (!waiters) {
+      cnd_destroy(&cond);
+      return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                            "wait: allocating %zu waiters", count);
+    }
+  }
+  memset(waiters, 0, sizeof(waiters[0]) * count);
+  hl_status_t result = NULL;
+  hl_timeline_lock();
+  for (;;) {
+    size_t reached = 0;
+    for (size_t i = 0; i < count; ++i) {
+      hl_status_t failure = hl_semaphore_failure(pairs[i].semaphore);
+      if (failure) {
+        result = hl_status_annotate(hl_status_clone(failure),
+                                    "waiting on semaphore %zu for %llu", i,
+                                    (unsigned long long)pairs[i].value);
+        goto done;
+      }
+      if (hl_semaphore_value(pairs[i].semaphore) >= pairs[i].value) {
+        ++reached;
+        if (mode == HL_WAIT_ANY) {
+          if (out_index) *out_index = i;
+          goto done;
+        }
+      }
+    }
+    if (reached == count) goto done;
+    if (deadline != HL_INFINITE_FUTURE && hl_time_now() >= deadline) {
+      result = HL_MAKE_STATUS(HL_STATUS_DEADLINE_EXCEEDED,
+                              "wait on %zu semaphore(s) timed out (%s)", count,
+                              mode == HL_WAIT_ALL ? "all" : "any");
+      goto done;
+    }
+    // Register on every pair still pending, in both modes: any of them may
+    // fail, and a failure ends the wait. (Waiters fire on failure too.)
+    for (size_t i = 0; i < count; ++i) {
+      if (hl_semaphore_value(pairs[i].semaphore) >= pairs[i].value) continue;
+      waiters[i].base.value = pairs[i].value;
+      waiters[i].base.notify = hl_host_waiter_notify;
+      waiters[i].cond = &cond;
+      waiters[i].fired = false;
+      hl_semaphore_add_waiter_locked(pairs[i].semaphore, &waiters[i].base);
+    }
+    bool fired = false;
+    while (!fired) {
+      int rc = hl_cnd_wait_until(&cond, &hl_timeline_mutex_, deadline);
+      for (size_t i = 0; i < count; ++i) fired |= waiters[i].fired;
+      if (rc == thrd_timedout) break;
+    }
+    for (size_t i = 0; i < count; ++i) {
+      hl_semaphore_remove_waiter_locked(&waiters[i].base);
+      waiters[i].fired = false;
+    }
+  }
+done:
+  for (size_t i = 0; i < count; ++i) {
+    hl_semaphore_remove_waiter_locked(&waiters[i].base);
+  }
+  hl_timeline_unlock();
+  cnd_destroy(&cond);
+  if (waiters != inline_waiters) free(waiters);
+  return result;
+}
 
 hl_status_t hl_semaphore_wait_many(hl_wait_mode_t mode, size_t count,
                                    hl_semaphore_t* const* semaphores,
@@ -274,69 +369,10 @@ hl_status_t hl_semaphore_wait_many(hl_wait_mode_t mode, size_t count,
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "wait: unknown mode %d",
                           (int)mode);
   }
-  cnd_t cond;
-  if (cnd_init(&cond) != thrd_success) {
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "wait: creating a condition variable");
-  }
-  hl_host_waiter_t waiters[HL_WAIT_MANY_MAX];
-  memset(waiters, 0, sizeof(waiters[0]) * count);
-  hl_status_t result = NULL;
-  hl_timeline_lock();
-  for (;;) {
-    size_t reached = 0, pending_index = count;
-    for (size_t i = 0; i < count; ++i) {
-      hl_status_t failure = hl_semaphore_failure(semaphores[i]);
-      if (failure) {
-        result = hl_status_annotate(hl_status_clone(failure),
-                                    "waiting on semaphore %zu for %llu", i,
-                                    (unsigned long long)values[i]);
-        goto done;
-      }
-      if (hl_semaphore_value(semaphores[i]) >= values[i]) {
-        ++reached;
-        if (mode == HL_WAIT_ANY) {
-          if (out_index) *out_index = i;
-          goto done;
-        }
-      } else if (pending_index == count) {
-        pending_index = i;
-      }
-    }
-    if (reached == count) goto done;
-    if (deadline != HL_INFINITE_FUTURE && hl_time_now() >= deadline) {
-      result = HL_MAKE_STATUS(HL_STATUS_DEADLINE_EXCEEDED,
-                              "wait on %zu semaphore(s) timed out (%s)", count,
-                              mode == HL_WAIT_ALL ? "all" : "any");
-      goto done;
-    }
-    // Register on what is still pending: the first pending one for "all"
-    // (the others are re-checked after it fires), every one for "any".
-    for (size_t i = pending_index; i < count; ++i) {
-      if (hl_semaphore_value(semaphores[i]) >= values[i]) continue;
-      waiters[i].base.value = values[i];
-      waiters[i].base.notify = hl_host_waiter_notify;
-      waiters[i].cond = &cond;
-      waiters[i].fired = false;
-      hl_semaphore_add_waiter_locked(semaphores[i], &waiters[i].base);
-      if (mode == HL_WAIT_ALL) break;
-    }
-    bool fired = false;
-    while (!fired) {
-      int rc = hl_cnd_wait_until(&cond, &hl_timeline_mutex_, deadline);
-      for (size_t i = 0; i < count; ++i) fired |= waiters[i].fired;
-      if (rc == thrd_timedout) break;
-    }
-    for (size_t i = 0; i < count; ++i) {
-      hl_semaphore_remove_waiter_locked(&waiters[i].base);
-      waiters[i].fired = false;
-    }
-  }
-done:
+  hl_fence_entry_t pairs[HL_WAIT_MANY_MAX];
   for (size_t i = 0; i < count; ++i) {
-    hl_semaphore_remove_waiter_locked(&waiters[i].base);
+    pairs[i].semaphore = semaphores[i];
+    pairs[i].value = values[i];
   }
-  hl_timeline_unlock();
-  cnd_destroy(&cond);
-  return result;
+  return hl_semaphore_wait_pairs(mode, count, pairs, deadline, out_index);
 }

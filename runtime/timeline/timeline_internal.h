@@ -29,6 +29,9 @@ typedef struct hl_waiter_t hl_waiter_t;
 
 void hl_timeline_lock(void);
 void hl_timeline_unlock(void);
+// Waits on |cond| with the scheduler lock held (released while waiting)
+// until signalled or |deadline|; returns thrd_success or thrd_timedout.
+int hl_timeline_cond_wait(cnd_t* cond, hl_time_t deadline);
 
 // A unit of work run on a device's completion thread (never on a stream
 // callback, so it may call into the backend and release objects).
@@ -53,6 +56,7 @@ struct hl_device_t {
   hl_fallback_mode_t fallback;
   bool checked;
   hl_pool_mode_t pool_mode;
+  uint32_t queue_depth;  // Submissions in flight per queue before blocking.
 
   // Queues of this device (not retained; a queue removes itself when it is
   // destroyed). Guarded by the scheduler lock.
@@ -91,6 +95,11 @@ struct hl_device_t {
 
 // Queues |work| on |device|'s completion thread.
 void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work);
+// Counts one work item as pending before it is queued (flushes wait for it),
+// for work whose effects become visible before it can be queued; queue it
+// later with hl_device_enqueue_reserved_work.
+void hl_device_reserve_work(hl_device_t* device);
+void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work);
 // Blocks until every work item enqueued so far has run.
 void hl_device_flush_work(hl_device_t* device);
 
@@ -151,6 +160,8 @@ struct hl_semaphore_t {
   hl_timepoint_t* timepoints;       // Ascending by value.
   hl_timepoint_t* timepoints_tail;  // Last entry: new values append in O(1).
   hl_waiter_t* waiters;
+  // A queue's own timeline: only the queue signals or fails it.
+  bool queue_owned;
 };
 
 // Scheduler lock held for all of these.
@@ -193,6 +204,12 @@ struct hl_fence_t {
   size_t capacity;
   hl_fence_entry_t inline_entries[4];
 };
+
+// Waits on |count| pairs (any number) as hl_semaphore_wait_many does: every
+// pending pair has a waiter, so a failure of any of them ends the wait.
+hl_status_t hl_semaphore_wait_pairs(hl_wait_mode_t mode, size_t count,
+                                    const hl_fence_entry_t* pairs,
+                                    hl_time_t deadline, size_t* out_index);
 
 // Drops pairs already reached (and not failed). For fences that only order
 // work, such as a root's use fence, which would otherwise grow with every

@@ -271,6 +271,7 @@ class QueueStats:
     waits_elided: int
     parked: int
     failed: int
+    depth_stalls: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -636,8 +637,8 @@ class Semaphore(_Handle):
             raise _make_error(StatusCode.INVALID_ARGUMENT,
                               "Semaphore.fail needs a code other than OK")
         p = self._p
-        lib.hl_semaphore_fail(p, lib.hl_status_make(
-            int(code), b"python", 0, b"%s", str(message).encode()))
+        _check(lib.hl_semaphore_fail(p, lib.hl_status_make(
+            int(code), b"python", 0, b"%s", str(message).encode())))
 
     def wait(self, value, timeout=None):
         """Blocks (GIL released) until |value|, a failure or the timeout

@@ -70,7 +70,7 @@ class device_options_t(Structure):
                 ("pool", pool_attributes_t),
                 ("pool_release_threshold_set", c_bool),
                 ("pool_reuse_flags_set", c_bool), ("checked", c_int),
-                ("pool_mode", c_int)]
+                ("pool_mode", c_int), ("queue_depth", c_uint32)]
 
 
 class backend_info_t(Structure):
@@ -87,7 +87,7 @@ class device_properties_t(Structure):
 class queue_stats_t(Structure):
     _fields_ = [(n, c_uint64) for n in (
         "submissions", "submitted_value", "waits_issued", "waits_elided",
-        "parked", "failed")]
+        "parked", "failed", "depth_stalls")]
 
 
 class memory_stats_t(Structure):
@@ -178,7 +178,7 @@ _SIGNATURES = {
     "hl_semaphore_release": (None, [handle]),
     "hl_semaphore_query": (status_t, [handle, POINTER(c_uint64)]),
     "hl_semaphore_signal": (status_t, [handle, c_uint64]),
-    "hl_semaphore_fail": (None, [handle, status_t]),
+    "hl_semaphore_fail": (status_t, [handle, status_t]),
     "hl_semaphore_wait": (status_t, [handle, c_uint64, c_int64]),
     "hl_fence_create": (status_t, [allocator_t, POINTER(handle)]),
     "hl_fence_retain": (None, [handle]),
