@@ -551,6 +551,13 @@ static void test_device_sync_never_drains_on_completion_thread(void** state) {
   HL_ASSERT_OK(hl_queue_copy(q1, filled, NULL, b, 0, copy, 0, 8 * KIB));
   hl_fence_release(filled);
   fb_owed_victim_ = b;
+  // Both allocas run when their streams get there: wait until they have, so
+  // bytes_in_use below measures frees, not allocas still on the way.
+  hl_time_t allocated_by = hl_deadline_after(10000 * MEM_MS);
+  while (hl_test_memory_stats(d).bytes_in_use != 16 * KIB) {
+    assert_true(hl_time_now() < allocated_by);
+    hl_test_sleep_ms(1);
+  }
   HL_ASSERT_OK(hl_semaphore_signal(h, 1));
 
   // Had the completion thread drained, it would sit behind the gate.
