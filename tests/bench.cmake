@@ -7,3 +7,10 @@ if(TARGET hipline-bench-timeline)
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/bench_timeline_smoke.cmake)
   set_tests_properties(bench_timeline_smoke PROPERTIES LABELS "tools" TIMEOUT 120)
 endif()
+if(TARGET hipline-bench-timeline)
+  add_test(NAME trace_env_check
+           COMMAND ${CMAKE_COMMAND} -DBENCH=$<TARGET_FILE:hipline-bench-timeline>
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/trace_env_check
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/trace_env_check.cmake)
+  set_tests_properties(trace_env_check PROPERTIES LABELS "tools" TIMEOUT 120)
+endif()

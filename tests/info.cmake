@@ -150,9 +150,10 @@ elseif(HL_CHECK STREQUAL "full")
   set(ENV{HIPLINE_TRACE} /nonexistent-dir/trace.json)
   hl_info_run()
   unset(ENV{HIPLINE_TRACE})
-  if(NOT rc EQUAL 1 OR NOT err MATCHES "HIPLINE_TRACE")
+  # An unwritable trace path is an invalid environment, refused up front.
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "HIPLINE_TRACE")
     hl_info_fail("HIPLINE_TRACE=/nonexistent-dir/trace.json: exit ${rc}, "
-                 "expected 1 and a message naming it")
+                 "expected 2 and a message naming it")
   endif()
 
 else()

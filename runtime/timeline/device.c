@@ -1,9 +1,12 @@
 // Devices: a backend device plus the event pool, the queue registry and the
 // completion thread that runs deferred work (never on a stream callback).
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "runtime/base/env.h"
 #include "runtime/base/faults.h"
@@ -112,8 +115,44 @@ hl_status_t hl_backend_resolve(hl_backend_kind_t requested,
 static char hl_trace_path_[512];
 static void hl_trace_at_exit(void) {
   hl_status_t st = hl_trace_capture_end(hl_trace_path_);
-  if (st) hl_status_fprint(stderr, "hipline: HIPLINE_TRACE: ", st);
+  if (!st) return;
+  hl_status_fprint(stderr, "hipline: HIPLINE_TRACE: ", st);
   hl_status_free(st);
+  // The trace the user asked for is lost: the process must not report
+  // success. (A bad path is refused at device creation already; this is a
+  // write that failed at the end, such as a full disk.)
+  fflush(NULL);
+  _exit(1);
+}
+
+// Whether the trace at |path| could be written: an existing file must be
+// writable and not a directory; otherwise its directory must be writable.
+static hl_status_t hl_trace_path_check(const char* path) {
+  struct stat st;
+  if (stat(path, &st) == 0) {
+    if (S_ISDIR(st.st_mode) || access(path, W_OK) != 0) {
+      return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                            "HIPLINE_TRACE='%s' is not a writable file", path);
+    }
+    return NULL;
+  }
+  char dir[sizeof(hl_trace_path_)];
+  snprintf(dir, sizeof(dir), "%s", path);
+  char* slash = strrchr(dir, '/');
+  if (!slash) {
+    snprintf(dir, sizeof(dir), ".");
+  } else if (slash == dir) {
+    slash[1] = '\0';
+  } else {
+    *slash = '\0';
+  }
+  if (access(dir, W_OK | X_OK) != 0) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "HIPLINE_TRACE='%s': directory '%s' does not exist "
+                          "or is not writable",
+                          path, dir);
+  }
+  return NULL;
 }
 static void hl_trace_from_env(void) {
   const char* path = hl_env_get("HIPLINE_TRACE");
@@ -173,6 +212,7 @@ hl_status_t hl_environment_check(void) {
                           "values: a file path shorter than %zu bytes",
                           trace, sizeof(hl_trace_path_));
   }
+  if (trace) HL_RETURN_IF_ERROR_PLAIN(hl_trace_path_check(trace));
   uint32_t depth = 0;
   HL_RETURN_IF_ERROR_PLAIN(hl_queue_depth_from_env(&depth));
   const char* devices = hl_env_get("HIPLINE_HOST_DEVICES");
@@ -181,7 +221,10 @@ hl_status_t hl_environment_check(void) {
     HL_RETURN_IF_ERROR_PLAIN(
         hl_parse_u64("HIPLINE_HOST_DEVICES", devices, 1, 64, &n));
   }
-  // A misspelt variable would otherwise be silently ignored.
+  // A misspelt variable would otherwise be silently ignored. Said once per
+  // process, not once per device.
+  static atomic_flag scanned = ATOMIC_FLAG_INIT;
+  if (atomic_flag_test_and_set(&scanned)) return NULL;
   for (char** e = environ; e && *e; ++e) {
     if (strncmp(*e, "HIPLINE_", 8) != 0) continue;
     const char* eq = strchr(*e, '=');
