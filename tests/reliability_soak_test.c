@@ -124,6 +124,17 @@ static uint32_t mismatched_words(hl_queue_t* q, hl_buffer_t* b,
   hl_semaphore_release(s);
   uint32_t bad = 0;
   for (int i = 0; i < WORDS; ++i) bad += host[i] != pattern;
+  if (bad) {
+    // What was there instead says who wrote it: 0 (never written or never
+    // read back), 0xDBDBDBDB (freed and poisoned), another step's pattern.
+    for (int i = 0; i < WORDS; ++i) {
+      if (host[i] != pattern) {
+        print_message("soak: %u bad words; word %d is 0x%08x, want 0x%08x\n",
+                      bad, i, host[i], pattern);
+        break;
+      }
+    }
+  }
   return bad;
 }
 
@@ -223,7 +234,10 @@ static void test_soak(void** state) {
     if (!no_storm && steps % 64 == 0) {
       // A storm: one alloca with every allocation failing (both the first
       // attempt and the retry); it must surface on its signal semaphore.
-      HL_ASSERT_OK(hl_queue_wait_idle(s.queues[0], REL_DEADLINE()));
+      // The fault configuration is process-wide: every queue must be idle
+      // while it says "fail everything", or another queue's alloca in
+      // flight fails both attempts too (an OOM the storm did not ask for).
+      HL_ASSERT_OK(hl_device_wait_idle(s.device, REL_DEADLINE()));
       hl_fault_counts_t c0 = rel_fault_counts();
       rel_faults_set("alloc_fail_every=1,stream_delay_us=20,seed=5");
       hl_semaphore_t* sem = hl_test_semaphore_create();
@@ -307,7 +321,10 @@ static void test_soak(void** state) {
   // exactly one status; the device counted each as one OOM.
   assert_int_equal(storm_injected, 2 * storms);
   assert_int_equal(storm_failures, storms);
-  assert_int_equal(ms.ooms, storms);
+  // Every storm is an OOM. More are possible: the fault counter is shared
+  // by every queue, so a non-storm alloca's retry can land on the next
+  // multiple of alloc_fail_every too (both attempts fail).
+  assert_true(ms.ooms >= storms);
   assert_true(after.allocs_failed - before.allocs_failed > storm_injected);
   assert_int_equal(ms.use_after_free, 0);
   assert_true(sample_count >= 4);
