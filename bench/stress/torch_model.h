@@ -25,8 +25,9 @@
 //   that is whole and free is released and the reservation retried
 //   (release_cached_blocks); if that fails too, the request fails (an OOM).
 //
-// Only one stream is modelled (PyTorch keeps per-stream pools; a replayed
-// trace that uses one queue needs no more). Addresses are modelled as
+// Only one stream is modelled: a log with several streams is modelled as if
+// all were one, where PyTorch would keep a pool per stream (and so usually
+// hold more). The shared traces use one stream each. Addresses are modelled as
 // segments placed one after another in reservation order; on a real device
 // cudaMalloc may place them otherwise, which changes only how equal-sized
 // free blocks are ordered.
