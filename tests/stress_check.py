@@ -205,6 +205,10 @@ def case_replay_traces(a):
               (p, r["peak_reserved_bytes"], r["peak_live_bytes"]))
         check(r["ops"] == r["log_events"], "not every event replayed")
         check("reserved/live" in proc.stdout, "table lacks reserved/live")
+        check(r["torch_model_peak_reserved_bytes"] >= r["peak_live_bytes"],
+              "%s: torch model %d below peak live %d" %
+              (p, r["torch_model_peak_reserved_bytes"], r["peak_live_bytes"]))
+        check("pytorch model" in proc.stdout, "table lacks the pytorch model")
 
 
 def case_replay_csv(a):
@@ -222,6 +226,9 @@ def case_replay_csv(a):
     check(r["workload"] == "replay", "positional log did not mean replay")
     check(r["peak_live_bytes"] == 4000, "peak live %d" % r["peak_live_bytes"])
     check(r["log_events"] == 5 and r["ops"] == 5, "events")
+    # The PyTorch model: 1000, 3000 and 500 bytes share one 2 MiB segment.
+    check(r["torch_model_peak_reserved_bytes"] == 2 << 20,
+          "torch model %d" % r["torch_model_peak_reserved_bytes"])
 
 
 def case_malformed_log(a):

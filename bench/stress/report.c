@@ -58,12 +58,17 @@ void stress_report_table(FILE* out, const stress_result_t* results,
       snprintf(notes, sizeof(notes), "%u queues take %.2fx the time of 1",
                r->queues, r->queue_scaling);
     } else if (r->workload == STRESS_WORKLOAD_REPLAY) {
-      char live[16];
-      snprintf(notes, sizeof(notes), "log peak live %s; reserved/live %.2f",
-               human_bytes(r->log_peak_live_bytes, live, sizeof(live)),
-               r->log_peak_live_bytes ? (double)r->peak_reserved_bytes /
-                                            (double)r->log_peak_live_bytes
-                                      : 0.0);
+      char live[16], torch[16];
+      double live_bytes = (double)r->log_peak_live_bytes;
+      snprintf(
+          notes, sizeof(notes),
+          "log peak live %s; reserved/live %.2f; pytorch model %s "
+          "(%.2f)",
+          human_bytes(r->log_peak_live_bytes, live, sizeof(live)),
+          live_bytes ? (double)r->peak_reserved_bytes / live_bytes : 0.0,
+          human_bytes(r->torch_model_peak_reserved_bytes, torch, sizeof(torch)),
+          live_bytes ? (double)r->torch_model_peak_reserved_bytes / live_bytes
+                     : 0.0);
     }
     if (r->partial) {
       snprintf(notes, sizeof(notes), "PARTIAL (interrupted)");
@@ -135,6 +140,10 @@ void stress_report_legend(FILE* out) {
       {"thr/asyn, res/asyn",
        "ops/s and peak reserved bytes against the "
        "workload's async row (higher thr is better)"},
+      {"notes (replay)",
+       "the log's peak live bytes; reserved / live; the peak "
+       "reserved of a model of PyTorch's caching allocator on the same "
+       "events (bench/stress/torch_model.h) and its ratio to live"},
       {"oracle",
        "dispatch: fill/verify kernels on the queues; "
        "host-readback: a build without dispatch"},
@@ -214,6 +223,14 @@ static void json_result(FILE* f, const stress_result_t* r) {
             r->log_peak_live_bytes ? (double)r->peak_reserved_bytes /
                                          (double)r->log_peak_live_bytes
                                    : 0.0);
+    fprintf(f,
+            ",\n   \"torch_model_peak_reserved_bytes\": %llu, "
+            "\"torch_model_reserved_over_live\": %.4f",
+            (unsigned long long)r->torch_model_peak_reserved_bytes,
+            r->log_peak_live_bytes
+                ? (double)r->torch_model_peak_reserved_bytes /
+                      (double)r->log_peak_live_bytes
+                : 0.0);
   }
   fprintf(f,
           ",\n   \"partial\": %s, \"error\": ", r->partial ? "true" : "false");

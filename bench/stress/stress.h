@@ -128,6 +128,9 @@ typedef struct stress_result_t {
   uint64_t log_events;
   uint64_t log_peak_live_bytes;
   uint64_t log_peak_live_count;
+  // replay: peak reserved bytes of the PyTorch caching allocator model
+  // (torch_model.h) on the same events, no device limit.
+  uint64_t torch_model_peak_reserved_bytes;
   // The run was cut short by SIGINT or SIGTERM.
   bool partial;
   // A failure that ended the run early ("" when none).

@@ -8,7 +8,9 @@
 // (stream mod K). The first bytes (up to 256) of each allocation are filled
 // with a pattern and one allocation in four is checked before its free.
 // Reported: the pool's peak reserved bytes against the log's own peak live
-// bytes.
+// bytes, and what PyTorch's caching allocator would reserve for the same
+// events (torch_model.h: simulated in this process once per log, on one
+// stream, with no device limit; no device involved).
 
 #include <errno.h>
 #include <signal.h>
@@ -22,6 +24,7 @@
 
 #include "bench/replay_log.h"
 #include "bench/stress/stress.h"
+#include "bench/stress/torch_model.h"
 
 #ifndef HL_STRESS_TRACE_CONVERT
 #define HL_STRESS_TRACE_CONVERT ""
@@ -41,6 +44,7 @@ static struct {
   char copied[4096];     // A pipe's content copied to a file, "" when none.
   hl_replay_log_t log;
   hl_replay_summary_t summary;
+  hl_torch_model_stats_t torch_model;
 } replay_cache;
 
 void stress_replay_cleanup(void);
@@ -246,6 +250,8 @@ static hl_status_t replay_load(const char* path) {
                : st;
   }
   hl_replay_log_summarize(&replay_cache.log, &replay_cache.summary);
+  HL_RETURN_IF_ERROR_PLAIN(
+      hl_torch_model_replay(&replay_cache.log, 0, &replay_cache.torch_model));
   replay_cache.loaded = true;
   return hl_ok_status();
 }
@@ -279,6 +285,8 @@ hl_status_t stress_workload_replay(const stress_options_t* options,
   result->log_events = log->event_count;
   result->log_peak_live_bytes = replay_cache.summary.peak_live_bytes;
   result->log_peak_live_count = replay_cache.summary.peak_live_count;
+  result->torch_model_peak_reserved_bytes =
+      replay_cache.torch_model.peak_reserved_bytes;
 
   uint32_t k = options->queues;
   if (!k) {
