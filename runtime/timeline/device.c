@@ -432,13 +432,58 @@ void hl_device_retain(hl_device_t* device) {
     atomic_fetch_add_explicit(&device->ref_count, 1, memory_order_relaxed);
 }
 
+//===----------------------------------------------------------------------===//
+// Layer extensions
+//===----------------------------------------------------------------------===//
+
+void* hl_device_extension(hl_device_t* device, hl_device_extension_id_t id) {
+  return atomic_load_explicit(&device->extensions[id].state,
+                              memory_order_acquire);
+}
+
+void hl_device_extension_install(hl_device_t* device,
+                                 hl_device_extension_id_t id, void* state,
+                                 hl_device_extension_destroy_fn_t destroy) {
+  hl_device_extension_t* extension = &device->extensions[id];
+  atomic_store_explicit(&extension->destroy, destroy, memory_order_relaxed);
+  atomic_store_explicit(&extension->state, state, memory_order_release);
+}
+
+void hl_device_extension_set_trim(hl_device_t* device,
+                                  hl_device_extension_id_t id,
+                                  hl_device_extension_trim_fn_t trim) {
+  atomic_store(&device->extensions[id].trim, trim);
+}
+
+// Runs the destroy hooks of slots [begin, end), in slot order, and clears
+// them. No other thread uses the device any more.
+static void hl_device_extensions_destroy(hl_device_t* device, int begin,
+                                         int end) {
+  for (int id = begin; id < end; ++id) {
+    hl_device_extension_t* extension = &device->extensions[id];
+    hl_device_extension_destroy_fn_t destroy =
+        atomic_exchange(&extension->destroy, NULL);
+    if (destroy) destroy(device, atomic_load(&extension->state));
+    atomic_store(&extension->state, NULL);
+    atomic_store(&extension->trim, NULL);
+  }
+}
+
+// The layers' own trims, in slot order, before the backend pool's.
+static void hl_device_extensions_trim(hl_device_t* device,
+                                      uint64_t min_bytes_to_keep) {
+  for (int id = 0; id < HL_DEVICE_EXTENSION_COUNT; ++id) {
+    hl_device_extension_trim_fn_t trim =
+        atomic_load(&device->extensions[id].trim);
+    if (trim) trim(device, min_bytes_to_keep);
+  }
+}
+
 static void hl_device_destroy(hl_device_t* device) {
   // Every queue retains its device, so none is left; what may remain is
   // deferred work (fallback frees, notifications) that drains here.
   hl_device_flush_work(device);
-  if (device->memory_state_destroy) device->memory_state_destroy(device);
-  if (device->invocation_state_destroy)
-    device->invocation_state_destroy(device);
+  hl_device_extensions_destroy(device, 0, HL_DEVICE_EXTENSION_LATE_BEGIN);
   hl_device_flush_work(device);
   mtx_lock(&device->work_mutex);
   device->work_stop = true;
@@ -454,9 +499,9 @@ static void hl_device_destroy(hl_device_t* device) {
   }
   free(device->free_events);
   free(device->queues);
-  if (device->executable_state_destroy) {
-    device->executable_state_destroy(device);  // Before the backend goes.
-  }
+  // Before the backend goes.
+  hl_device_extensions_destroy(device, HL_DEVICE_EXTENSION_LATE_BEGIN,
+                               HL_DEVICE_EXTENSION_COUNT);
   device->backend->vtable->destroy(device->backend);
   hl_allocator_free(device->host_allocator, device);
   atomic_fetch_sub(&hl_live_devices_, 1);
@@ -574,8 +619,7 @@ hl_status_t hl_device_trim(hl_device_t* device, uint64_t min_bytes_to_keep) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_device_trim: device is NULL");
   }
-  hl_device_memory_trim_fn_t memory_trim = atomic_load(&device->memory_trim);
-  if (memory_trim) memory_trim(device, min_bytes_to_keep);
+  hl_device_extensions_trim(device, min_bytes_to_keep);
   // Idle pooled events go too; they are destroyed after unlocking.
   hl_timeline_lock();
   hl_backend_event_t** events = device->free_events;
@@ -618,8 +662,7 @@ void hl_device_apply_release_threshold(hl_device_t* device) {
   hl_backend_t* backend = device->backend;
   hl_status_t st = backend->vtable->pool_get_attributes(backend, &attrs);
   if (!st && attrs.release_threshold != UINT64_MAX) {
-    hl_device_memory_trim_fn_t memory_trim = atomic_load(&device->memory_trim);
-    if (memory_trim) memory_trim(device, attrs.release_threshold);
+    hl_device_extensions_trim(device, attrs.release_threshold);
     st = backend->vtable->pool_trim(backend, attrs.release_threshold);
   }
   hl_status_ignore(st);  // Trimming is an optimisation; memory stays valid.
