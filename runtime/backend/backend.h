@@ -193,6 +193,15 @@ typedef struct hl_backend_vtable_t {
 
   // Counts of live objects, for leak checks.
   void (*live_counts)(hl_backend_t* backend, hl_backend_counts_t* out_counts);
+
+  // Optional entries: NULL where the backend lacks the capability. Callers
+  // test the entry, never the backend's kind.
+  //
+  // Checked mode (HIPLINE_CHECKED): from now on, freed blocks are poisoned
+  // (0xDB bytes) in stream order, so a use after free reads garbage. Only
+  // backends that can do this support checked mode (the host backend); on
+  // the others the device runs unchecked.
+  void (*set_poison)(hl_backend_t* backend, bool poison);
 } hl_backend_vtable_t;
 
 struct hl_backend_t {
@@ -218,17 +227,25 @@ struct hl_backend_t {
   hl_allocator_t host_allocator;
 };
 
-// Backend constructors. Each fills *out_backend or returns UNAVAILABLE with
-// the reason.
+// Creates the backend of |kind| (HL_BACKEND_HOST or HL_BACKEND_HIP; resolve
+// HL_BACKEND_AUTO with hl_backend_resolve first) for device |ordinal|. Fills
+// *out_backend or returns the backend's status (UNAVAILABLE with the reason).
+hl_status_t hl_backend_create(hl_backend_kind_t kind, int ordinal,
+                              hl_allocator_t host_allocator,
+                              hl_backend_t** out_backend);
+
+// HIPLINE_BACKEND (auto|host|hip) as a kind; HL_BACKEND_AUTO when unset, an
+// INVALID_ARGUMENT status naming the accepted values when unknown.
+hl_status_t hl_backend_kind_from_env(hl_backend_kind_t* out_kind);
+
+// Backend constructors, called by backend.c only (hl_backend_create,
+// hl_backend_query, hl_backend_device_properties dispatch to them). Each
+// fills *out_backend or returns UNAVAILABLE with the reason.
 hl_status_t hl_host_backend_create(int ordinal, hl_allocator_t allocator,
                                    hl_backend_t** out_backend);
 hl_status_t hl_host_backend_query(hl_backend_info_t* out_info);
 hl_status_t hl_host_backend_device_properties(int ordinal,
                                               hl_device_properties_t* out);
-
-// Host backend only: poison freed blocks (0xDB bytes) in stream order, for
-// checked mode.
-void hl_host_backend_set_poison(hl_backend_t* backend, bool poison);
 
 hl_status_t hl_hip_backend_create(int ordinal, hl_allocator_t allocator,
                                   hl_backend_t** out_backend);

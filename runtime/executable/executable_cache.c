@@ -124,6 +124,12 @@ static hl_status_t hl_cache_select_locked(const char* device_target,
   return NULL;
 }
 
+// The device's extension slot destroy hook (the state lives in the list).
+static void hl_executable_extension_destroy(hl_device_t* device, void* state) {
+  (void)state;
+  hl_executable_device_destroy(device);
+}
+
 // Returns |device|'s entry, creating it. Never NULL on success.
 static hl_status_t hl_cache_entry(hl_device_t* device,
                                   hl_executable_entry_t** out_entry) {
@@ -140,7 +146,8 @@ static hl_status_t hl_cache_entry(hl_device_t* device,
                             device->props.name);
     }
     entry->device = device;
-    device->executable_state_destroy = hl_executable_device_destroy;
+    hl_device_extension_install(device, HL_DEVICE_EXTENSION_EXECUTABLE, NULL,
+                                hl_executable_extension_destroy);
     atomic_init(&entry->loaded, false);
     entry->next = hl_cache_.entries;
     hl_cache_.entries = entry;

@@ -31,23 +31,23 @@ static void hl_invocation_init(void) {
   mtx_init(&hl_invocation_mutex_, mtx_plain);
 }
 
-static void hl_invocation_state_destroy(hl_device_t* device) {
-  free(atomic_load(&device->invocation_state));
-  atomic_store(&device->invocation_state, NULL);
+static void hl_invocation_state_destroy(hl_device_t* device, void* state) {
+  (void)device;
+  free(state);
 }
 
 static hl_invocation_counters_t* hl_device_counters(hl_device_t* device) {
   hl_invocation_counters_t* c =
-      atomic_load_explicit(&device->invocation_state, memory_order_acquire);
+      hl_device_extension(device, HL_DEVICE_EXTENSION_INVOCATION);
   if (HL_LIKELY(c)) return c;
   call_once(&hl_invocation_once_, hl_invocation_init);
   mtx_lock(&hl_invocation_mutex_);
-  c = atomic_load(&device->invocation_state);
+  c = hl_device_extension(device, HL_DEVICE_EXTENSION_INVOCATION);
   if (!c) {
     c = calloc(1, sizeof(*c));
     if (c) {
-      device->invocation_state_destroy = hl_invocation_state_destroy;
-      atomic_store_explicit(&device->invocation_state, c, memory_order_release);
+      hl_device_extension_install(device, HL_DEVICE_EXTENSION_INVOCATION, c,
+                                  hl_invocation_state_destroy);
     }
   }
   mtx_unlock(&hl_invocation_mutex_);

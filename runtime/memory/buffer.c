@@ -26,13 +26,13 @@ const char* hl_buffer_origin_name(hl_buffer_origin_t origin) {
 // Memory state and statistics
 //===----------------------------------------------------------------------===//
 
-static void hl_memory_state_destroy(hl_device_t* device) {
-  hl_memory_state_t* state = (hl_memory_state_t*)device->memory_state;
+static void hl_memory_state_destroy(hl_device_t* device, void* opaque) {
+  (void)device;
+  hl_memory_state_t* state = (hl_memory_state_t*)opaque;
   hl_memory_pool_deinitialize(state);
   mtx_destroy(&state->mutex);
   free(state->per_queue);
   free(state);
-  atomic_store(&device->memory_state, NULL);
 }
 
 // Guards the lazy creation of per-device memory state; separate from the
@@ -45,27 +45,25 @@ static void hl_memory_state_mutex_init(void) {
 
 hl_status_t hl_memory_state(hl_device_t* device,
                             hl_memory_state_t** out_state) {
-  hl_memory_state_t* existing =
-      atomic_load_explicit(&device->memory_state, memory_order_acquire);
+  hl_memory_state_t* existing = hl_memory_state_get(device);
   if (HL_LIKELY(existing)) {
     *out_state = existing;
     return NULL;
   }
   call_once(&hl_memory_state_once_, hl_memory_state_mutex_init);
   mtx_lock(&hl_memory_state_mutex_);
-  if (!device->memory_state) {
+  if (!hl_memory_state_get(device)) {
     hl_memory_state_t* state = calloc(1, sizeof(*state));
     if (state && mtx_init(&state->mutex, mtx_plain) != thrd_success) {
       free(state);
       state = NULL;
     }
     if (state) {
-      device->memory_state_destroy = hl_memory_state_destroy;
-      atomic_store_explicit(&device->memory_state, state, memory_order_release);
+      hl_device_extension_install(device, HL_DEVICE_EXTENSION_MEMORY, state,
+                                  hl_memory_state_destroy);
     }
   }
-  hl_memory_state_t* state =
-      (hl_memory_state_t*)atomic_load(&device->memory_state);
+  hl_memory_state_t* state = hl_memory_state_get(device);
   mtx_unlock(&hl_memory_state_mutex_);
   *out_state = state;
   return state ? NULL
@@ -584,8 +582,7 @@ static void hl_memory_deferred_arm(hl_device_t* device, hl_fallback_t* next) {
   HL_LOG_ERROR("deferred fallback releases: cannot arm a notification: %s",
                hl_status_message(st));
   hl_status_free(st);
-  hl_memory_state_t* state =
-      atomic_load_explicit(&device->memory_state, memory_order_acquire);
+  hl_memory_state_t* state = hl_memory_state_get(device);
   mtx_lock(&state->mutex);
   hl_fallback_t* list = state->deferred_head;
   state->deferred_head = state->deferred_tail = NULL;
@@ -618,8 +615,7 @@ static bool hl_fence_settled(const hl_fence_t* fence, bool* out_failed) {
 static void hl_memory_deferred_fired(void* user, hl_status_t status) {
   (void)status;  // Each release's own fences say whether one failed.
   hl_device_t* device = (hl_device_t*)user;
-  hl_memory_state_t* state =
-      atomic_load_explicit(&device->memory_state, memory_order_acquire);
+  hl_memory_state_t* state = hl_memory_state_get(device);
   hl_fallback_t* done = NULL;
   hl_fallback_t** done_tail = &done;
   hl_fallback_t* alone = NULL;
@@ -842,8 +838,7 @@ static void hl_memory_settle_owed(hl_fallback_t* list) {
 }
 
 void hl_memory_pay_owed_drains(hl_device_t* device) {
-  hl_memory_state_t* state =
-      atomic_load_explicit(&device->memory_state, memory_order_acquire);
+  hl_memory_state_t* state = hl_memory_state_get(device);
   if (HL_LIKELY(!state || atomic_load_explicit(&state->owed_count,
                                                memory_order_relaxed) == 0)) {
     return;

@@ -119,7 +119,7 @@ hl_status_t hl_root_check_live(hl_root_t* root, const char* what);
 bool hl_root_check_use(hl_root_t* root, const char* what,
                        hl_submission_t* submission, bool checked);
 
-// Per-device memory state (device->memory_state).
+// Per-device memory state (the device's HL_DEVICE_EXTENSION_MEMORY slot).
 typedef struct hl_fallback_t hl_fallback_t;
 typedef struct hl_memory_state_t {
   mtx_t mutex;
@@ -159,6 +159,11 @@ void hl_memory_pool_deinitialize(hl_memory_state_t* state);
 hl_suballocator_t* hl_memory_pool_suballocator(hl_device_t* device);
 
 hl_status_t hl_memory_state(hl_device_t* device, hl_memory_state_t** out_state);
+// |device|'s memory state if it was created, else NULL (no lock).
+static inline hl_memory_state_t* hl_memory_state_get(hl_device_t* device) {
+  return (hl_memory_state_t*)hl_device_extension(device,
+                                                 HL_DEVICE_EXTENSION_MEMORY);
+}
 
 // Adjusts the statistics of |device| (and of queue |queue_id| when not
 // UINT32_MAX) under the state mutex.

@@ -10,8 +10,7 @@
 
 static void hl_memory_pool_trim_hook(hl_device_t* device,
                                      uint64_t min_bytes_to_keep) {
-  hl_memory_state_t* state =
-      (hl_memory_state_t*)atomic_load(&device->memory_state);
+  hl_memory_state_t* state = hl_memory_state_get(device);
   hl_suballocator_t* sa = state ? atomic_load(&state->suballocator) : NULL;
   if (sa) {
     hl_suballocator_trim(sa, min_bytes_to_keep, NULL, HL_SUBALLOC_NO_QUEUE);
@@ -45,7 +44,8 @@ hl_suballocator_t* hl_memory_pool_suballocator(hl_device_t* device) {
       sa = NULL;
     } else {
       atomic_store(&state->suballocator, sa);
-      atomic_store(&device->memory_trim, hl_memory_pool_trim_hook);
+      hl_device_extension_set_trim(device, HL_DEVICE_EXTENSION_MEMORY,
+                                   hl_memory_pool_trim_hook);
     }
   }
   mtx_unlock(&state->mutex);
@@ -87,8 +87,7 @@ hl_status_t hl_memory_pool_alloc(hl_root_t* root, hl_backend_stream_t* stream,
 hl_status_t hl_memory_pool_free(hl_root_t* root, hl_backend_stream_t* stream) {
   hl_suballocation_t* allocation = root->suballocation;
   root->suballocation = NULL;
-  hl_memory_state_t* state =
-      (hl_memory_state_t*)atomic_load(&root->device->memory_state);
+  hl_memory_state_t* state = hl_memory_state_get(root->device);
   hl_suballocator_t* sa = state ? atomic_load(&state->suballocator) : NULL;
   if (!sa || !allocation) {
     return HL_MAKE_STATUS(HL_STATUS_INTERNAL,
@@ -120,8 +119,7 @@ hl_status_t hl_memory_pool_fill_stats(hl_device_t* device,
       device->backend->vtable->pool_stats(device->backend, &pool));
   out->bytes_reserved = pool.reserved_bytes;
   out->bytes_reserved_peak = pool.reserved_high_bytes;
-  hl_memory_state_t* state =
-      (hl_memory_state_t*)atomic_load(&device->memory_state);
+  hl_memory_state_t* state = hl_memory_state_get(device);
   hl_suballocator_t* sa = state ? atomic_load(&state->suballocator) : NULL;
   if (!sa) return NULL;
   hl_suballocator_stats_t s;

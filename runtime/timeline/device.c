@@ -16,7 +16,6 @@
 
 extern char** environ;
 
-static const char* const kBackendNames[] = {"auto", "host", "hip"};
 static const char* const kFallbackNames[] = {"ordered", "frontier",
                                              "device-sync"};
 static const hl_fallback_mode_t kFallbackModes[] = {
@@ -35,10 +34,6 @@ const char* hl_pool_mode_name(hl_pool_mode_t mode) {
   return "unknown";
 }
 
-const char* hl_backend_kind_name(hl_backend_kind_t kind) {
-  return (unsigned)kind < 3 ? kBackendNames[kind] : "unknown";
-}
-
 const char* hl_fallback_mode_name(hl_fallback_mode_t mode) {
   switch (mode) {
     case HL_FALLBACK_FRONTIER:
@@ -50,65 +45,6 @@ const char* hl_fallback_mode_name(hl_fallback_mode_t mode) {
     default:
       return "default";
   }
-}
-
-hl_status_t hl_backend_query(hl_backend_kind_t kind,
-                             hl_backend_info_t* out_info) {
-  if (!out_info) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "hl_backend_query: out_info is NULL");
-  }
-  switch (kind) {
-    case HL_BACKEND_HOST:
-      return hl_host_backend_query(out_info);
-    case HL_BACKEND_HIP:
-      return hl_hip_backend_query(out_info);
-    default:
-      return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                            "hl_backend_query: backend must be host or hip, "
-                            "got %d",
-                            (int)kind);
-  }
-}
-
-static hl_status_t hl_backend_from_env(hl_backend_kind_t* out_kind) {
-  int index = 0;
-  bool set = false;
-  HL_RETURN_IF_ERROR_PLAIN(
-      hl_env_enum("HIPLINE_BACKEND", kBackendNames, 3, &index, &set));
-  *out_kind = set ? (hl_backend_kind_t)index : HL_BACKEND_AUTO;
-  return NULL;
-}
-
-hl_status_t hl_backend_resolve(hl_backend_kind_t requested,
-                               hl_backend_kind_t* out_kind) {
-  if (!out_kind) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "hl_backend_resolve: out_kind is NULL");
-  }
-  if ((unsigned)requested > HL_BACKEND_HIP) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "unknown backend kind %d; accepted: auto|host|hip",
-                          (int)requested);
-  }
-  if (requested == HL_BACKEND_AUTO) {
-    HL_RETURN_IF_ERROR_PLAIN(hl_backend_from_env(&requested));
-  }
-  hl_backend_info_t info;
-  if (requested == HL_BACKEND_AUTO) {
-    HL_RETURN_IF_ERROR_PLAIN(hl_hip_backend_query(&info));
-    *out_kind = info.available && info.device_count > 0 ? HL_BACKEND_HIP
-                                                        : HL_BACKEND_HOST;
-    return NULL;
-  }
-  HL_RETURN_IF_ERROR_PLAIN(hl_backend_query(requested, &info));
-  if (!info.available) {
-    return HL_MAKE_STATUS(HL_STATUS_UNAVAILABLE,
-                          "backend '%s' is unavailable: %s",
-                          hl_backend_kind_name(requested), info.reason);
-  }
-  *out_kind = requested;
-  return NULL;
 }
 
 // HIPLINE_TRACE=FILE: capture from the first device to process exit.
@@ -187,7 +123,7 @@ hl_status_t hl_environment_check(void) {
       "HIPLINE_FUZZ_SECONDS", "HIPLINE_FUZZ_BUILD_DIR", "HIPLINE_TRACE_CONVERT",
       "HIPLINE_TEST_BACKEND", "HIPLINE_TSAN"};
   hl_backend_kind_t kind;
-  HL_RETURN_IF_ERROR_PLAIN(hl_backend_from_env(&kind));
+  HL_RETURN_IF_ERROR_PLAIN(hl_backend_kind_from_env(&kind));
   int index = 0;
   bool set = false, flag = false;
   HL_RETURN_IF_ERROR_PLAIN(
@@ -248,24 +184,6 @@ void hl_device_options_initialize(hl_device_options_t* out_options) {
   out_options->backend = HL_BACKEND_AUTO;
   out_options->fallback = HL_FALLBACK_DEFAULT;
   out_options->checked = -1;
-}
-
-hl_status_t hl_backend_device_properties(hl_backend_kind_t kind, int ordinal,
-                                         hl_device_properties_t* out_props) {
-  if (!out_props) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "hl_backend_device_properties: out_props is NULL");
-  }
-  switch (kind) {
-    case HL_BACKEND_HOST:
-      return hl_host_backend_device_properties(ordinal, out_props);
-    case HL_BACKEND_HIP:
-      return hl_hip_backend_device_properties(ordinal, out_props);
-    default:
-      return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                            "hl_backend_device_properties: backend must be "
-                            "host or hip");
-  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -420,12 +338,8 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
       "creating a device");
   atomic_init(&device->ref_count, 1);
   device->host_allocator = host_allocator;
-  hl_status_t st =
-      kind == HL_BACKEND_HIP
-          ? hl_hip_backend_create(options->ordinal, host_allocator,
-                                  &device->backend)
-          : hl_host_backend_create(options->ordinal, host_allocator,
-                                   &device->backend);
+  hl_status_t st = hl_backend_create(kind, options->ordinal, host_allocator,
+                                     &device->backend);
   if (st) {
     hl_allocator_free(host_allocator, device);
     return hl_status_annotate(st, "creating %s device %d",
@@ -474,10 +388,10 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
     st = hl_env_bool("HIPLINE_CHECKED", &checked, &set);
     device->checked = set && checked;
   }
-  if (!st && device->checked && backend->kind == HL_BACKEND_HOST) {
-    hl_host_backend_set_poison(backend, true);
+  if (!st && device->checked && backend->vtable->set_poison) {
+    backend->vtable->set_poison(backend, true);
   }
-  if (!st && device->checked && backend->kind != HL_BACKEND_HOST) {
+  if (!st && device->checked && !backend->vtable->set_poison) {
     HL_LOG_WARN(
         "HIPLINE_CHECKED applies to the host backend only; device %d "
         "(%s) runs unchecked",
@@ -518,13 +432,58 @@ void hl_device_retain(hl_device_t* device) {
     atomic_fetch_add_explicit(&device->ref_count, 1, memory_order_relaxed);
 }
 
+//===----------------------------------------------------------------------===//
+// Layer extensions
+//===----------------------------------------------------------------------===//
+
+void* hl_device_extension(hl_device_t* device, hl_device_extension_id_t id) {
+  return atomic_load_explicit(&device->extensions[id].state,
+                              memory_order_acquire);
+}
+
+void hl_device_extension_install(hl_device_t* device,
+                                 hl_device_extension_id_t id, void* state,
+                                 hl_device_extension_destroy_fn_t destroy) {
+  hl_device_extension_t* extension = &device->extensions[id];
+  atomic_store_explicit(&extension->destroy, destroy, memory_order_relaxed);
+  atomic_store_explicit(&extension->state, state, memory_order_release);
+}
+
+void hl_device_extension_set_trim(hl_device_t* device,
+                                  hl_device_extension_id_t id,
+                                  hl_device_extension_trim_fn_t trim) {
+  atomic_store(&device->extensions[id].trim, trim);
+}
+
+// Runs the destroy hooks of slots [begin, end), in slot order, and clears
+// them. No other thread uses the device any more.
+static void hl_device_extensions_destroy(hl_device_t* device, int begin,
+                                         int end) {
+  for (int id = begin; id < end; ++id) {
+    hl_device_extension_t* extension = &device->extensions[id];
+    hl_device_extension_destroy_fn_t destroy =
+        atomic_exchange(&extension->destroy, NULL);
+    if (destroy) destroy(device, atomic_load(&extension->state));
+    atomic_store(&extension->state, NULL);
+    atomic_store(&extension->trim, NULL);
+  }
+}
+
+// The layers' own trims, in slot order, before the backend pool's.
+static void hl_device_extensions_trim(hl_device_t* device,
+                                      uint64_t min_bytes_to_keep) {
+  for (int id = 0; id < HL_DEVICE_EXTENSION_COUNT; ++id) {
+    hl_device_extension_trim_fn_t trim =
+        atomic_load(&device->extensions[id].trim);
+    if (trim) trim(device, min_bytes_to_keep);
+  }
+}
+
 static void hl_device_destroy(hl_device_t* device) {
   // Every queue retains its device, so none is left; what may remain is
   // deferred work (fallback frees, notifications) that drains here.
   hl_device_flush_work(device);
-  if (device->memory_state_destroy) device->memory_state_destroy(device);
-  if (device->invocation_state_destroy)
-    device->invocation_state_destroy(device);
+  hl_device_extensions_destroy(device, 0, HL_DEVICE_EXTENSION_LATE_BEGIN);
   hl_device_flush_work(device);
   mtx_lock(&device->work_mutex);
   device->work_stop = true;
@@ -540,9 +499,9 @@ static void hl_device_destroy(hl_device_t* device) {
   }
   free(device->free_events);
   free(device->queues);
-  if (device->executable_state_destroy) {
-    device->executable_state_destroy(device);  // Before the backend goes.
-  }
+  // Before the backend goes.
+  hl_device_extensions_destroy(device, HL_DEVICE_EXTENSION_LATE_BEGIN,
+                               HL_DEVICE_EXTENSION_COUNT);
   device->backend->vtable->destroy(device->backend);
   hl_allocator_free(device->host_allocator, device);
   atomic_fetch_sub(&hl_live_devices_, 1);
@@ -660,8 +619,7 @@ hl_status_t hl_device_trim(hl_device_t* device, uint64_t min_bytes_to_keep) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_device_trim: device is NULL");
   }
-  hl_device_memory_trim_fn_t memory_trim = atomic_load(&device->memory_trim);
-  if (memory_trim) memory_trim(device, min_bytes_to_keep);
+  hl_device_extensions_trim(device, min_bytes_to_keep);
   // Idle pooled events go too; they are destroyed after unlocking.
   hl_timeline_lock();
   hl_backend_event_t** events = device->free_events;
@@ -704,8 +662,7 @@ void hl_device_apply_release_threshold(hl_device_t* device) {
   hl_backend_t* backend = device->backend;
   hl_status_t st = backend->vtable->pool_get_attributes(backend, &attrs);
   if (!st && attrs.release_threshold != UINT64_MAX) {
-    hl_device_memory_trim_fn_t memory_trim = atomic_load(&device->memory_trim);
-    if (memory_trim) memory_trim(device, attrs.release_threshold);
+    hl_device_extensions_trim(device, attrs.release_threshold);
     st = backend->vtable->pool_trim(backend, attrs.release_threshold);
   }
   hl_status_ignore(st);  // Trimming is an optimisation; memory stays valid.

@@ -45,8 +45,51 @@ typedef struct hl_work_t {
 //===----------------------------------------------------------------------===//
 
 typedef struct hl_device_memory_stats_t hl_device_memory_stats_t;
-typedef void (*hl_device_memory_trim_fn_t)(hl_device_t* device,
-                                           uint64_t min_bytes_to_keep);
+
+// Layer extensions: per-device state that the layers above the timeline
+// (memory, invocation, executable) hang on a device without the timeline
+// knowing what it is.
+//
+// Layering (each layer includes only those before it): base, backend,
+// timeline, memory, then executable and invocation over memory, and command
+// over executable. The timeline owns hl_device_t and its lifecycle and names
+// no upper layer beyond the slot ids below; an upper layer owns its slot: it
+// creates the state lazily, from any thread, serialising creation with a lock
+// of its own, and publishes it with hl_device_extension_install (release),
+// after which hl_device_extension (acquire) returns it without a lock. The
+// timeline only calls the hooks:
+// - destroy, once, from the device's destruction, when no other thread uses
+//   the device, then clears the slot. It runs if installed, even with a NULL
+//   state (a layer may keep its state elsewhere, keyed by device).
+// - trim (optional, may be installed later than the state), from
+//   hl_device_trim and from synchronization points, before the backend pool
+//   is trimmed; it must not block on stream work.
+//
+// Destroy order is the slot order, in two phases:
+// - slots before HL_DEVICE_EXTENSION_LATE_BEGIN are destroyed first, while
+//   the completion thread still runs: deferred work their destroy queues
+//   (and work already queued) is flushed afterwards;
+// - later slots after the completion thread has stopped and the pooled
+//   events are gone, immediately before the backend is destroyed (loaded
+//   modules must be unloaded from a live backend).
+typedef enum hl_device_extension_id_e {
+  HL_DEVICE_EXTENSION_MEMORY = 0,  // runtime/memory (hl_memory_state_t).
+  HL_DEVICE_EXTENSION_INVOCATION,  // runtime/invocation (counters).
+  HL_DEVICE_EXTENSION_EXECUTABLE,  // runtime/executable (destroy hook only).
+  HL_DEVICE_EXTENSION_COUNT,
+} hl_device_extension_id_t;
+#define HL_DEVICE_EXTENSION_LATE_BEGIN HL_DEVICE_EXTENSION_EXECUTABLE
+
+typedef void (*hl_device_extension_destroy_fn_t)(hl_device_t* device,
+                                                 void* state);
+typedef void (*hl_device_extension_trim_fn_t)(hl_device_t* device,
+                                              uint64_t min_bytes_to_keep);
+
+typedef struct hl_device_extension_t {
+  _Atomic(void*) state;
+  _Atomic(hl_device_extension_destroy_fn_t) destroy;
+  _Atomic(hl_device_extension_trim_fn_t) trim;
+} hl_device_extension_t;
 
 struct hl_device_t {
   atomic_int ref_count;
@@ -80,18 +123,22 @@ struct hl_device_t {
   bool work_stop;
   thrd_t work_thread;
 
-  // Per-layer extension state, owned by the memory and invocation layers.
-  _Atomic(void*) memory_state;
-  void (*memory_state_destroy)(hl_device_t* device);
-  // Set by the memory layer when it holds memory of its own (the
-  // suballocator): trim and synchronization points call it first.
-  _Atomic(hl_device_memory_trim_fn_t) memory_trim;
-  _Atomic(void*) invocation_state;
-  void (*invocation_state_destroy)(hl_device_t* device);
-  // Set by the executable layer when it loads a module for this device; runs
-  // before the backend is destroyed.
-  void (*executable_state_destroy)(hl_device_t* device);
+  // State of the layers above, one slot each (see hl_device_extension_t).
+  hl_device_extension_t extensions[HL_DEVICE_EXTENSION_COUNT];
 };
+
+// The state installed in |id|'s slot, or NULL (acquire: what the installing
+// thread wrote before installing is visible).
+void* hl_device_extension(hl_device_t* device, hl_device_extension_id_t id);
+// Installs |destroy| and then publishes |state| (release) in |id|'s slot.
+// Once per device and slot; the caller serialises with its own lock.
+void hl_device_extension_install(hl_device_t* device,
+                                 hl_device_extension_id_t id, void* state,
+                                 hl_device_extension_destroy_fn_t destroy);
+// Installs the optional trim hook of |id|'s slot.
+void hl_device_extension_set_trim(hl_device_t* device,
+                                  hl_device_extension_id_t id,
+                                  hl_device_extension_trim_fn_t trim);
 
 // Queues |work| on |device|'s completion thread.
 void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work);

@@ -370,6 +370,7 @@ static const hl_backend_vtable_t hl_host_vtable = {
     .module_get_function = hl_host_module_get_function,
     .launch_kernel = hl_host_launch_kernel,
     .live_counts = hl_host_live_counts,
+    .set_poison = hl_host_backend_set_poison,
 };
 
 hl_status_t hl_host_backend_create(int ordinal, hl_allocator_t allocator,

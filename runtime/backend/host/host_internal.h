@@ -115,4 +115,7 @@ void hl_host_pool_note_dependency(hl_host_backend_t* device,
 void hl_host_pool_forget_stream(hl_host_backend_t* device,
                                 hl_backend_stream_t* stream);
 
+// The host backend's vtable set_poison entry (checked mode).
+void hl_host_backend_set_poison(hl_backend_t* backend, bool poison);
+
 #endif  // HIPLINE_RUNTIME_BACKEND_HOST_HOST_INTERNAL_H_
