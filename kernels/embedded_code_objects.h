@@ -3,8 +3,8 @@
 // kernels/CMakeLists.txt compiles hipline_kernels.hip once per distinct
 // target in HIPLINE_GPU_TARGETS that a device compiler can build and embeds
 // each result as one entry here: a bare AMDGPU ELF from a plain clang, or a
-// clang offload bundle from hipcc. A build without either has no entries. The registry in runtime/executable/ is the only
-// intended reader.
+// clang offload bundle from hipcc. A build without either has no entries. The
+// registry in runtime/executable/ is the only intended reader.
 #ifndef HIPLINE_KERNELS_EMBEDDED_CODE_OBJECTS_H_
 #define HIPLINE_KERNELS_EMBEDDED_CODE_OBJECTS_H_
 

@@ -331,20 +331,20 @@ static void test_delays_keep_pipeline_order(void** state) {
 //===----------------------------------------------------------------------===//
 
 static const char* const kBadSpecs[] = {
-    "bogus=1",                                // unknown key
-    "alloc_fail_every=x",                     // bad number
-    "alloc_fail_every=-1",                    // bad number
-    "alloc_fail_every=1x",                    // trailing junk
-    "alloc_fail_every=99999999999999999999",  // overflow
-    "stream_delay_us=1000001",                // above the maximum
-    "alloc_fail_every",                       // missing '='
-    "alloc_fail_every=3,",                    // trailing comma
-    ",seed=1",                                // leading comma
-    "seed=1,,alloc_fail_every=2",             // empty item
-    "=5",                                     // empty key
-    "seed=",                                  // empty value
-    "ALLOC_FAIL_EVERY=2",                     // keys are case sensitive
-    "seed=1,seed=2",                          // a key given twice
+    "bogus=1",                                       // unknown key
+    "alloc_fail_every=x",                            // bad number
+    "alloc_fail_every=-1",                           // bad number
+    "alloc_fail_every=1x",                           // trailing junk
+    "alloc_fail_every=99999999999999999999",         // overflow
+    "stream_delay_us=1000001",                       // above the maximum
+    "alloc_fail_every",                              // missing '='
+    "alloc_fail_every=3,",                           // trailing comma
+    ",seed=1",                                       // leading comma
+    "seed=1,,alloc_fail_every=2",                    // empty item
+    "=5",                                            // empty key
+    "seed=",                                         // empty value
+    "ALLOC_FAIL_EVERY=2",                            // keys are case sensitive
+    "seed=1,seed=2",                                 // a key given twice
     "alloc_fail_every=2,seed=1,alloc_fail_every=3",  // ... anywhere
 };
 

@@ -171,8 +171,8 @@ hl_status_t hl_parse_kv_list(const char* what, const char* text, hl_kv_fn_t fn,
       if ((size_t)(q_end - q) > key_length && q[key_length] == '=' &&
           memcmp(q, item, key_length) == 0) {
         return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                              "%s='%.64s': key '%s' is given twice", what,
-                              text, item);
+                              "%s='%.64s': key '%s' is given twice", what, text,
+                              item);
       }
       q = q_end + 1;
     }
