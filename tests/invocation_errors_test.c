@@ -287,6 +287,158 @@ static void test_function_error_after_storing_results(void** state) {
   function_error_case(2);
 }
 
+//===----------------------------------------------------------------------===//
+// A failed write inside a function fails the readers of its result
+//===----------------------------------------------------------------------===//
+
+// Result = a fresh alloca whose fill waits on |user| (a semaphore the test
+// failed): the alloca succeeds, the fill is cancelled, and the invocation's
+// signal fails. The result is live and was never written.
+static hl_status_t fn_fill_after_failed(void* user, hl_queue_t* queue,
+                                        hl_buffer_t* const* args, size_t nargs,
+                                        const hl_fence_t* wait,
+                                        const hl_fence_t* signal,
+                                        hl_buffer_t** results,
+                                        size_t nresults) {
+  (void)args;
+  (void)nargs;
+  (void)nresults;
+  hl_buffer_t* r = NULL;
+  HL_RETURN_IF_ERROR_PLAIN(hl_queue_alloca(queue, wait, NULL, SIZE, 0, &r));
+  hl_fence_t* waits = NULL;
+  hl_status_t st = hl_fence_create(hl_allocator_system(), &waits);
+  if (!st) st = hl_fence_join(waits, wait);
+  if (!st) st = hl_fence_insert(waits, (hl_semaphore_t*)user, 1);
+  if (!st) st = hl_queue_fill(queue, waits, signal, r, 0, SIZE, 0x5eedu);
+  hl_fence_release(waits);
+  if (st) {
+    hl_status_ignore(hl_queue_dealloca(queue, NULL, NULL, r));
+    hl_buffer_release(r);
+    return st;
+  }
+  results[0] = r;
+  return NULL;
+}
+
+// Result = a fresh alloca holding a copy of the argument (read access).
+static hl_status_t fn_copy_of(void* user, hl_queue_t* queue,
+                              hl_buffer_t* const* args, size_t nargs,
+                              const hl_fence_t* wait, const hl_fence_t* signal,
+                              hl_buffer_t** results, size_t nresults) {
+  (void)user;
+  (void)nargs;
+  (void)nresults;
+  hl_buffer_t* r = NULL;
+  HL_RETURN_IF_ERROR_PLAIN(hl_queue_alloca(queue, wait, NULL, SIZE, 0, &r));
+  hl_status_t st = hl_queue_copy(queue, wait, signal, args[0], 0, r, 0, SIZE);
+  if (st) {
+    hl_status_ignore(hl_queue_dealloca(queue, NULL, NULL, r));
+    hl_buffer_release(r);
+    return st;
+  }
+  results[0] = r;
+  return NULL;
+}
+
+// Result = the registered global |user| after a barrier (aliased result).
+static hl_status_t fn_pass_global(void* user, hl_queue_t* queue,
+                                  hl_buffer_t* const* args, size_t nargs,
+                                  const hl_fence_t* wait,
+                                  const hl_fence_t* signal,
+                                  hl_buffer_t** results, size_t nresults) {
+  (void)args;
+  (void)nargs;
+  (void)nresults;
+  HL_RETURN_IF_ERROR_PLAIN(hl_queue_barrier(queue, wait, signal));
+  hl_buffer_retain((hl_buffer_t*)user);
+  results[0] = (hl_buffer_t*)user;
+  return NULL;
+}
+
+// Regression (soak "bad words"): a function whose write failed returns a
+// live buffer that was never written. The next invocation that reads it used
+// to wait only on the last write's queue timepoint (which a failed
+// submission still reaches), so it copied the garbage and succeeded: the
+// failure was laundered into data. A result's last write is the producing
+// invocation, so reading it waits on that invocation's signal and fails.
+static void test_reading_a_failed_result_fails(void** state) {
+  (void)state;
+  hl_device_t* d = inv_device_create_mode(HL_FALLBACK_ORDERED);
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_queue_t* other = hl_test_queue_create(d);
+  hl_semaphore_t* broken = hl_test_semaphore_create();
+  HL_ASSERT_OK(hl_semaphore_fail(
+      broken, HL_MAKE_STATUS(HL_STATUS_DATA_LOSS, "upstream shard lost")));
+  static const hl_access_t read[1] = {HL_ACCESS_READ};
+  hl_function_t* produce =
+      inv_function("produce", 0, NULL, 1, fn_fill_after_failed, broken);
+  hl_function_t* consume = inv_function("consume", 1, read, 1, fn_copy_of, NULL);
+
+  hl_invocation_t* first = NULL;
+  HL_ASSERT_OK(hl_invocation_create(produce, q, &first));
+  HL_ASSERT_OK(hl_invocation_invoke(first));
+  hl_buffer_t* garbage = NULL;
+  HL_ASSERT_OK(hl_invocation_take_result(first, 0, &garbage));
+  HL_ASSERT_STATUS(
+      hl_fence_wait(hl_invocation_signal_fence(first), INV_DEADLINE()),
+      DATA_LOSS);
+
+  // Consumed on the same queue and on another one: both fail with the
+  // producer's status instead of copying bytes nobody wrote.
+  hl_queue_t* queues[2] = {q, other};
+  for (int i = 0; i < 2; ++i) {
+    hl_invocation_t* next = NULL;
+    HL_ASSERT_OK(hl_invocation_create(consume, queues[i], &next));
+    HL_ASSERT_OK(hl_invocation_add_argument(next, garbage));
+    HL_ASSERT_OK(hl_invocation_invoke(next));
+    hl_buffer_t* copy = NULL;
+    HL_ASSERT_OK(hl_invocation_take_result(next, 0, &copy));
+    hl_test_assert_status_has(
+        hl_fence_wait(hl_invocation_signal_fence(next), INV_DEADLINE()),
+        HL_STATUS_DATA_LOSS, "upstream shard lost", NULL);
+    hl_buffer_release(copy);
+    hl_invocation_release(next);
+  }
+  // A function handing a global back after reading the garbage fails too;
+  // the global keeps its data, and its failed use does not keep it from
+  // being freed at the end.
+  hl_buffer_t* global = NULL;
+  HL_ASSERT_OK(inv_fresh_filled(q, NULL, NULL, SIZE, 3, &global));
+  HL_ASSERT_OK(hl_buffer_register_global(global));
+  hl_function_t* pass =
+      inv_function("pass", 1, read, 1, fn_pass_global, global);
+  hl_invocation_t* aliased = NULL;
+  HL_ASSERT_OK(hl_invocation_create(pass, q, &aliased));
+  HL_ASSERT_OK(hl_invocation_add_argument(aliased, garbage));
+  HL_ASSERT_OK(hl_invocation_invoke(aliased));
+  hl_buffer_t* same = NULL;
+  HL_ASSERT_OK(hl_invocation_take_result(aliased, 0, &same));
+  assert_ptr_equal(same, global);
+  HL_ASSERT_STATUS(
+      hl_fence_wait(hl_invocation_signal_fence(aliased), INV_DEADLINE()),
+      DATA_LOSS);
+  inv_expect_fill(q, NULL, global, 3);
+  hl_buffer_release(same);
+  hl_invocation_release(aliased);
+  HL_ASSERT_OK(hl_buffer_unregister_global(global));
+  HL_ASSERT_OK(hl_queue_dealloca(q, NULL, NULL, global));
+  hl_buffer_release(global);
+  hl_function_release(pass);
+
+  hl_buffer_release(garbage);
+  hl_invocation_release(first);
+  inv_wait_idle(d);
+  // Everything is freed all the same (the cancelled deallocas fall back).
+  assert_true(hl_test_poll_bytes_in_use(d, 0, 10000));
+  assert_int_equal(hl_test_memory_stats(d).use_after_free, 0);
+  hl_semaphore_release(broken);
+  hl_function_release(consume);
+  hl_function_release(produce);
+  hl_queue_release(other);
+  hl_queue_release(q);
+  hl_device_release(d);
+}
+
 static hl_status_t fn_null_result(void* user, hl_queue_t* queue,
                                   hl_buffer_t* const* args, size_t nargs,
                                   const hl_fence_t* wait,
@@ -417,6 +569,7 @@ int main(void) {
       cmocka_unit_test(test_function_error_no_results),
       cmocka_unit_test(test_function_error_after_storing_results),
       cmocka_unit_test(test_bad_results_and_arguments),
+      cmocka_unit_test(test_reading_a_failed_result_fails),
       cmocka_unit_test(test_registry),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

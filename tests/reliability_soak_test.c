@@ -313,8 +313,17 @@ static void test_soak(void** state) {
       (unsigned long long)res1, (unsigned long long)res2, res_growth,
       sample_count);
 
+  // No data is ever wrong. A step fails only when an injected allocation
+  // failure outside a storm hit it (below): that failure propagates through
+  // the chain of results (each step reads the last one) until an aliased
+  // step starts it afresh from the global, at most 10 steps, so at most two
+  // read-backs per such OOM see it. It must never turn into bad words.
+  uint64_t stray_ooms = ms.ooms > storms ? ms.ooms - storms : 0;
+  print_message("soak: %llu OOMs outside storms, %llu failed steps\n",
+                (unsigned long long)stray_ooms,
+                (unsigned long long)failed_steps);
   assert_int_equal(bad_words, 0);
-  assert_int_equal(failed_steps, 0);
+  assert_true(failed_steps <= 2 * stray_ooms);
   assert_true(verified > 0);
   assert_true(storms > 0);
   // Each storm injects exactly two failures (attempt and retry) and surfaces

@@ -567,11 +567,22 @@ static hl_status_t hl_invocation_import(hl_invocation_t* inv, bool no_alias) {
                     root->device == device &&
                     root->affinity_queue == inv->queue;
 
-    // Every view of the root also depends on the invocation's signal.
+    // Every view of the root also depends on the invocation's signal. A
+    // result the function produced (neither an argument nor a registered
+    // global) was last written by this invocation: readers wait on its
+    // signal too, so a failed write fails them instead of letting them copy
+    // bytes nobody wrote (the queue timepoint of the failed write is reached
+    // all the same, it carries no failure).
+    bool produced = !is_argument && !persistent;
     mtx_lock(&root->mutex);
     if (hl_fence_count(root->use_fence) >= 8)
       hl_fence_prune_reached(root->use_fence);
     hl_status_t st = hl_fence_insert(root->use_fence, inv->signal, 1);
+    if (!st && produced) {
+      if (hl_fence_count(root->mutation_barrier) >= 8)
+        hl_fence_prune_reached(root->mutation_barrier);
+      st = hl_fence_insert(root->mutation_barrier, inv->signal, 1);
+    }
     mtx_unlock(&root->mutex);
     HL_RETURN_IF_ERROR(st, "recording the result's use");
 
