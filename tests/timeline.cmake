@@ -27,13 +27,3 @@ endforeach()
 # The stress test's delays come from the test runtime on hip.
 set_property(TEST timeline_stress_test_hiprt APPEND PROPERTY
   ENVIRONMENT HL_HIP_TEST_RUNTIME_DELAY_US=200)
-# Disabled until fixed in runtime/timeline (issue 19): on hip, the three
-# test_failure_chain_* cases see a host call run although a semaphore it
-# waits on (transitively) failed. The failed root's submission is issued
-# with its failure set, but its signal fails only in its completion
-# callback; the next queue has already issued with a device-side wait on
-# its event (a "device timepoint"), so its host call's gate sees no
-# failure (hl_gated_thunk checks only its own submission's failure; the
-# host backend's extra gate, hl_submission_gate_check, is enqueued only
-# with host_visible_memory). The other cases pass.
-set_property(TEST timeline_queue_test_hiprt PROPERTY DISABLED TRUE)

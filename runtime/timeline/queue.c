@@ -238,7 +238,15 @@ static void hl_gated_thunk(void* user) {
     hl_submission_fail(gate->submission, failure, false);
     return;
   }
-  hl_status_t st = gate->fn(gate->user);
+  // A wait issued as a device-side wait (an event) carries no failure: the
+  // semaphore it stands for may have failed by the time the stream gets
+  // here, and gated work must not run after a failed dependency.
+  hl_status_t st = hl_submission_gate_check(gate->submission);
+  if (st) {
+    hl_submission_fail(gate->submission, st, false);
+    return;
+  }
+  st = gate->fn(gate->user);
   if (st) hl_submission_fail(gate->submission, st, false);
 }
 
