@@ -48,7 +48,7 @@ typedef struct stress_policy_t {
 typedef struct stress_options_t {
   bool workload_set;
   stress_workload_t workload;
-  bool matrix;  // Run the four policies of the default run.
+  bool matrix;  // Run the five policies of the default run.
   hl_backend_kind_t backend;
   stress_policy_t policy;  // When |matrix| is false.
   uint64_t seed;
