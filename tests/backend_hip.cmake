@@ -91,6 +91,17 @@ function(hl_add_cts exe)
   endif()
 endfunction()
 
+# hl_add_cts_variant(EXE SUFFIX ENV...): one more copy of EXE_hiprt, named
+# EXE_hiprt_SUFFIX, with ENV added to the test runtime's environment.
+function(hl_add_cts_variant exe suffix)
+  get_test_property(${exe}_hiprt ENVIRONMENT env)
+  get_test_property(${exe}_hiprt LABELS labels)
+  get_test_property(${exe}_hiprt TIMEOUT timeout)
+  add_test(NAME ${exe}_hiprt_${suffix} COMMAND ${exe})
+  set_tests_properties(${exe}_hiprt_${suffix} PROPERTIES
+    ENVIRONMENT "${env};${ARGN}" LABELS "${labels}" TIMEOUT ${timeout})
+endfunction()
+
 # The hip test runtime's own rules (callback thread, blocking pageable
 # copies, pool reuse, limits, device checks, symbol sets).
 hl_add_test(hip_test_runtime_test

@@ -17,3 +17,6 @@ hl_add_test(invocation_concurrency_test
 foreach(part import settings chain errors concurrency)
   hl_add_cts(invocation_${part}_test GPU)
 endforeach()
+# See memory.cmake: blocking pool reuse, as ROCm may do it.
+hl_add_cts_variant(invocation_chain_test blocking
+  HL_HIP_TEST_RUNTIME_BLOCKING_REUSE=1)

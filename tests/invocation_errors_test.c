@@ -372,7 +372,8 @@ static void test_reading_a_failed_result_fails(void** state) {
   static const hl_access_t read[1] = {HL_ACCESS_READ};
   hl_function_t* produce =
       inv_function("produce", 0, NULL, 1, fn_fill_after_failed, broken);
-  hl_function_t* consume = inv_function("consume", 1, read, 1, fn_copy_of, NULL);
+  hl_function_t* consume =
+      inv_function("consume", 1, read, 1, fn_copy_of, NULL);
 
   hl_invocation_t* first = NULL;
   HL_ASSERT_OK(hl_invocation_create(produce, q, &first));

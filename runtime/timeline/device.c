@@ -256,19 +256,6 @@ void hl_device_flush_work(hl_device_t* device) {
 // Event pool
 //===----------------------------------------------------------------------===//
 
-hl_status_t hl_device_acquire_event(hl_device_t* device,
-                                    hl_backend_event_t** out_event) {
-  if (device->free_event_count) {
-    *out_event = device->free_events[--device->free_event_count];
-    return NULL;
-  }
-  HL_RETURN_IF_ERROR(
-      device->backend->vtable->event_create(device->backend, out_event),
-      "creating a timepoint event");
-  atomic_fetch_add(&device->live_events, 1);
-  return NULL;
-}
-
 void hl_device_recycle_event(hl_device_t* device, hl_backend_event_t* event) {
   if (device->free_event_count == device->free_event_capacity) {
     uint32_t capacity =

@@ -40,6 +40,11 @@ struct hl_submission_t {
   hl_park_waiter_t* parks;
   hl_work_t work;
   hl_gated_t gate;
+  // Issuing runs outside the scheduler lock, so the completion callback may
+  // publish (and finish with) the submission while its issuer still reads
+  // it: each holds a reference, and the last one enqueues the destroy.
+  atomic_int refs;
+  atomic_bool completion_reserved;  // The completion reserved the work.
 };
 
 struct hl_queue_t {
@@ -64,6 +69,9 @@ struct hl_queue_t {
   cnd_t space_cond;  // Submitters blocked on the depth limit.
   uint32_t space_waiters;
   bool pump_scheduled;
+  // A thread is issuing this queue's submissions (outside the lock); other
+  // pumps leave the queue to it, so the stream sees submissions in order.
+  bool issuing;
   hl_work_t pump_work;
   hl_frontier_entry_t frontier[HL_FRONTIER_CAPACITY];
   uint32_t frontier_count;
@@ -222,7 +230,22 @@ static void hl_submission_complete(void* user) {
   hl_semaphore_signal_locked(queue->done, sub->value);
   hl_queue_note_completion_locked(queue);
   hl_timeline_unlock();
-  hl_device_enqueue_reserved_work(queue->device, &sub->work);
+  atomic_store(&sub->completion_reserved, true);
+  if (atomic_fetch_sub(&sub->refs, 1) == 1) {
+    hl_device_enqueue_reserved_work(queue->device, &sub->work);
+  }
+}
+
+// Drops the issuer's reference (or the completion's, when no completion
+// callback could be launched).
+static void hl_submission_unref(hl_submission_t* sub) {
+  if (atomic_fetch_sub(&sub->refs, 1) != 1) return;
+  hl_device_t* device = sub->queue->device;
+  if (atomic_load(&sub->completion_reserved)) {
+    hl_device_enqueue_reserved_work(device, &sub->work);
+  } else {
+    hl_device_enqueue_work(device, &sub->work);
+  }
 }
 
 static void hl_gated_thunk(void* user) {
@@ -266,13 +289,41 @@ void hl_shared_event_drop_locked(hl_shared_event_t* shared) {
   }
 }
 
-// Issues |sub| (the head of |queue|) on the stream. Scheduler lock held.
-static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
-  hl_device_t* device = queue->device;
-  hl_backend_t* backend = device->backend;
-  hl_issue_ctx_t ctx = {queue, device, backend, queue->stream, sub, true};
-  hl_status_t st = NULL;
+// Issuing a submission takes three steps, so that no backend call runs
+// under the scheduler lock (a full HIP stream, or a slow driver, would stall
+// every queue and every completion otherwise):
+//   1. plan (lock held): elide the waits that are covered, pick the device
+//      timepoint of every other wait (its shared event is held), take a
+//      pooled event for the signals;
+//   2. issue (no lock): stream waits, gate, ops, the completion callback and
+//      the event record, in stream order; only this queue's issuer touches
+//      its stream (hl_queue_t.issuing);
+//   3. publish (lock held): release the held events, attach the signals'
+//      device timepoints (which wakes queues parked on them) and raise the
+//      frontier.
+// Lock order: the scheduler lock is never held across a backend call; the
+// backend's own locks (stream, pool, event) are leaves.
+#define HL_ISSUE_INLINE_WAITS 8
+
+typedef struct hl_issue_plan_t {
+  hl_shared_event_t* inline_waits[HL_ISSUE_INLINE_WAITS];
+  hl_shared_event_t** waits;  // Device timepoints to wait on (held).
+  size_t wait_count;
+  hl_backend_event_t* event;  // From the pool; NULL to create one.
+  bool waits_settled;
+  hl_status_t completion_failure;  // launch_host_func of the completion.
+  hl_status_t event_failure;       // No device timepoint for the signals.
+} hl_issue_plan_t;
+
+// Step 1. Scheduler lock held.
+static void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
+                                       hl_issue_plan_t* plan) {
+  memset(plan, 0, sizeof(*plan));
+  plan->waits = plan->inline_waits;
+  plan->waits_settled = true;
   ++queue->in_flight;
+  atomic_init(&sub->refs, 2);  // The issuer's and the completion's.
+  atomic_init(&sub->completion_reserved, false);
 
   if (!atomic_load(&sub->failure) && hl_faults_should_fail_submission()) {
     hl_submission_fail(
@@ -283,8 +334,19 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
                        (unsigned long long)sub->value, queue->id),
         false);
   }
+  if (!atomic_load(&sub->failure) && sub->wait_count > HL_ISSUE_INLINE_WAITS) {
+    plan->waits = malloc(sub->wait_count * sizeof(*plan->waits));
+    if (!plan->waits) {
+      plan->waits = plan->inline_waits;
+      hl_submission_fail(sub,
+                         HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                                        "queue %u: planning %zu waits",
+                                        queue->id, sub->wait_count),
+                         false);
+    }
+  }
   if (!atomic_load(&sub->failure)) {
-    for (size_t i = 0; i < sub->wait_count && !st; ++i) {
+    for (size_t i = 0; i < sub->wait_count; ++i) {
       hl_semaphore_t* s = sub->waits[i].semaphore;
       uint64_t v = sub->waits[i].value;
       if (hl_semaphore_value(s) >= v) {
@@ -297,7 +359,7 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
         ++queue->stats.waits_elided;
         continue;
       }
-      ctx.waits_settled = false;
+      plan->waits_settled = false;
       if (hl_frontier_get(queue, s->id) >= v) {
         ++queue->stats.waits_elided;
         continue;
@@ -306,24 +368,46 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
       if (!tp) {
         // The pump only issues when every wait is reached or has a device
         // timepoint; anything else is a bug worth a loud status.
-        st = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
-                            "queue %u: wait for %llu has no timepoint",
-                            queue->id, (unsigned long long)v);
+        hl_submission_fail(
+            sub,
+            HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                           "queue %u: wait for %llu has no timepoint",
+                           queue->id, (unsigned long long)v),
+            true);
         break;
       }
-      st = backend->vtable->stream_wait_event(backend, queue->stream,
-                                              tp->shared->event);
-      if (!st) {
-        ++queue->stats.waits_issued;
-        hl_frontier_raise(queue, s->id, tp->value);
-      }
+      ++tp->shared->refs;  // Held until the wait is issued.
+      plan->waits[plan->wait_count++] = tp->shared;
+      ++queue->stats.waits_issued;
+      hl_frontier_raise(queue, s->id, tp->value);
     }
-    if (st) {
-      hl_submission_fail(
-          sub, hl_status_annotate(st, "issuing waits on queue %u", queue->id),
-          true);
-      st = NULL;
-    }
+  }
+  // One pooled event backs every signal's timepoint (created in step 2 when
+  // the pool is empty).
+  hl_device_t* device = queue->device;
+  if (device->free_event_count) {
+    plan->event = device->free_events[--device->free_event_count];
+  }
+}
+
+// Step 2. No lock held.
+static void hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
+                                    hl_issue_plan_t* plan) {
+  hl_device_t* device = queue->device;
+  hl_backend_t* backend = device->backend;
+  hl_issue_ctx_t ctx = {queue,         device, backend,
+                        queue->stream, sub,    plan->waits_settled};
+  hl_status_t st = NULL;
+  for (size_t i = 0; i < plan->wait_count && !st; ++i) {
+    if (atomic_load(&sub->failure)) break;
+    st = backend->vtable->stream_wait_event(backend, queue->stream,
+                                            plan->waits[i]->event);
+  }
+  if (st) {
+    hl_submission_fail(
+        sub, hl_status_annotate(st, "issuing waits on queue %u", queue->id),
+        true);
+    st = NULL;
   }
   if (!atomic_load(&sub->failure) && backend->host_visible_memory &&
       !ctx.waits_settled) {
@@ -334,9 +418,7 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
   hl_op_t* op = sub->ops;
   for (; op && !atomic_load(&sub->failure); op = op->next) {
     st = op->vtable->issue(op, &ctx);
-    if (st) {
-      hl_submission_fail(sub, st, false);
-    }
+    if (st) hl_submission_fail(sub, st, false);
   }
   for (; op; op = op->next) {
     if (op->vtable->on_cancel) op->vtable->on_cancel(op);
@@ -344,8 +426,33 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
   st = backend->vtable->launch_host_func(backend, queue->stream,
                                          hl_submission_complete, sub);
   if (st) {
+    plan->completion_failure = st;
+    return;
+  }
+  if (!plan->event) {
+    plan->event_failure = backend->vtable->event_create(backend, &plan->event);
+    if (!plan->event_failure) atomic_fetch_add(&device->live_events, 1);
+  }
+  if (!plan->event_failure) {
+    plan->event_failure =
+        backend->vtable->event_record(backend, plan->event, queue->stream);
+  }
+}
+
+// Step 3. Scheduler lock held. Drops the issuer's reference to |sub|.
+static void hl_queue_publish_issue_locked(hl_queue_t* queue,
+                                          hl_submission_t* sub,
+                                          hl_issue_plan_t* plan) {
+  hl_device_t* device = queue->device;
+  for (size_t i = 0; i < plan->wait_count; ++i) {
+    hl_shared_event_drop_locked(plan->waits[i]);
+  }
+  if (plan->waits != plan->inline_waits) free(plan->waits);
+  hl_status_t st = plan->completion_failure;
+  if (st) {
     // Without the completion callback nothing will publish this submission in
     // order: the queue is broken. Fail everything now.
+    if (plan->event) hl_device_recycle_event(device, plan->event);
     hl_submission_fail(sub, hl_status_clone(st), true);
     for (size_t i = 0; i < sub->signal_count; ++i) {
       hl_semaphore_fail_locked(sub->signals[i].semaphore, hl_status_clone(st));
@@ -354,15 +461,12 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
     hl_queue_fail_locked(queue, hl_status_annotate(st, "queue %u", queue->id));
     hl_semaphore_signal_locked(queue->done, sub->value);
     hl_queue_note_completion_locked(queue);
-    hl_device_enqueue_work(device, &sub->work);
+    hl_submission_unref(sub);  // The completion's: it will never run.
+    hl_submission_unref(sub);
     return;
   }
-  // One event after the completion callback backs every signal's timepoint,
-  // so a queue that waits on it also sees the published values.
-  hl_backend_event_t* event = NULL;
   hl_shared_event_t* shared = NULL;
-  st = hl_device_acquire_event(device, &event);
-  if (!st) st = backend->vtable->event_record(backend, event, queue->stream);
+  st = plan->event_failure;
   if (!st) {
     shared = calloc(1, sizeof(*shared));
     if (!shared) {
@@ -373,14 +477,14 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
   if (st) {
     // Other queues will wait for these signals on the host side instead
     // (they park until the values are reached); correctness holds.
-    if (event) hl_device_recycle_event(device, event);
+    if (plan->event) hl_device_recycle_event(device, plan->event);
     HL_LOG_WARN("queue %u: no device timepoint for submission %llu: %s",
                 queue->id, (unsigned long long)sub->value,
                 hl_status_message(st));
     hl_status_free(st);
   } else {
     shared->device = device;
-    shared->event = event;
+    shared->event = plan->event;
     shared->refs = 1;  // Held while the timepoints are attached.
     for (size_t i = 0; i <= sub->signal_count; ++i) {
       hl_semaphore_t* s =
@@ -396,6 +500,7 @@ static void hl_queue_issue_locked(hl_queue_t* queue, hl_submission_t* sub) {
     hl_frontier_raise(queue, sub->signals[i].semaphore->id,
                       sub->signals[i].value);
   }
+  hl_submission_unref(sub);
 }
 
 static void hl_queue_schedule_pump_locked(hl_queue_t* queue);
@@ -459,9 +564,22 @@ static bool hl_submission_park_locked(hl_queue_t* queue, hl_submission_t* sub) {
   return true;
 }
 
-// Issues pending submissions in order until one must wait for a signal that
-// has not been submitted. Scheduler lock held.
+// Issues pending submissions of |queue| unless another thread is at it.
+// Scheduler lock held (released and retaken while issuing: callers must not
+// keep state across the call).
+static void hl_queue_pump_issue_locked(hl_queue_t* queue);
 static void hl_queue_pump_locked(hl_queue_t* queue) {
+  // The issuer releases the lock while it issues; it picks up whatever is
+  // submitted meanwhile before it stops.
+  if (queue->issuing) return;
+  queue->issuing = true;
+  hl_queue_pump_issue_locked(queue);
+  queue->issuing = false;
+}
+
+// Issues pending submissions in order until one must wait for a signal that
+// has not been submitted. Scheduler lock held; released while issuing.
+static void hl_queue_pump_issue_locked(hl_queue_t* queue) {
   while (queue->pending_head) {
     hl_submission_t* sub = queue->pending_head;
     hl_submission_unpark_locked(sub);
@@ -501,7 +619,12 @@ static void hl_queue_pump_locked(hl_queue_t* queue) {
     if (!queue->pending_head) queue->pending_tail = NULL;
     sub->next = NULL;
     --queue->pending_count;
-    hl_queue_issue_locked(queue, sub);
+    hl_issue_plan_t plan;
+    hl_queue_plan_issue_locked(queue, sub, &plan);
+    hl_timeline_unlock();
+    hl_queue_issue_unlocked(queue, sub, &plan);
+    hl_timeline_lock();
+    hl_queue_publish_issue_locked(queue, sub, &plan);
   }
   queue->head_parked = false;
 }

@@ -2,12 +2,16 @@
 //
 // Locking: every timeline state transition (semaphore values and failures,
 // timepoints, waiter lists, queue pending lists and frontiers) happens under
-// one process-wide scheduler mutex, hl_timeline_lock(). Backend calls that
-// only enqueue (stream waits, host functions, event records, async memory
-// operations) may be made with it held; anything that blocks (stream or
-// event synchronize, joining threads) and every release that may destroy an
-// object is done after unlocking. Host functions running on streams take the
-// lock only briefly and never call into the backend.
+// one process-wide scheduler mutex, hl_timeline_lock(). No backend call is
+// made with it held on the submission path: a queue's pump plans a
+// submission under the lock, issues it unlocked (one issuer per queue,
+// hl_queue_t.issuing, keeps stream order) and publishes its timepoints under
+// the lock again (see queue.c). Anything that blocks (stream or event
+// synchronize, joining threads) and every release that may destroy an object
+// is done after unlocking. Host functions running on streams take the lock
+// only briefly and never call into the backend. Lock order: the scheduler
+// lock, then a device's work mutex or a root's mutex; the backend's own
+// locks are leaves and are never held across a call back into hipline.
 #ifndef HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
 #define HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
 
@@ -150,9 +154,8 @@ void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work);
 // Blocks until every work item enqueued so far has run.
 void hl_device_flush_work(hl_device_t* device);
 
-// Event pool (scheduler lock held).
-hl_status_t hl_device_acquire_event(hl_device_t* device,
-                                    hl_backend_event_t** out_event);
+// Event pool (scheduler lock held). Issuing takes events straight from
+// device->free_events and creates one, unlocked, when it is empty.
 void hl_device_recycle_event(hl_device_t* device, hl_backend_event_t* event);
 
 // A synchronization point: returns pool memory above the release threshold
