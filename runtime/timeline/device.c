@@ -245,6 +245,12 @@ void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work) {
   hl_device_push_work(device, work, true);
 }
 
+void hl_device_unreserve_work(hl_device_t* device) {
+  mtx_lock(&device->work_mutex);
+  if (--device->work_pending == 0) cnd_broadcast(&device->work_cond);
+  mtx_unlock(&device->work_mutex);
+}
+
 void hl_device_flush_work(hl_device_t* device) {
   mtx_lock(&device->work_mutex);
   while (device->work_pending)

@@ -322,6 +322,10 @@ static void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
   plan->waits = plan->inline_waits;
   plan->waits_settled = true;
   ++queue->in_flight;
+  // Until it has published, the issuer counts as pending device work: a
+  // thread that flushes the device (after wait_idle, say) also waits for the
+  // issuer to give its event back and drop its references.
+  hl_device_reserve_work(queue->device);
   atomic_init(&sub->refs, 2);  // The issuer's and the completion's.
   atomic_init(&sub->completion_reserved, false);
 
@@ -463,6 +467,7 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
     hl_queue_note_completion_locked(queue);
     hl_submission_unref(sub);  // The completion's: it will never run.
     hl_submission_unref(sub);
+    hl_device_unreserve_work(device);
     return;
   }
   hl_shared_event_t* shared = NULL;
@@ -501,6 +506,7 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
                       sub->signals[i].value);
   }
   hl_submission_unref(sub);
+  hl_device_unreserve_work(device);
 }
 
 static void hl_queue_schedule_pump_locked(hl_queue_t* queue);

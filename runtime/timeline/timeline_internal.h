@@ -151,6 +151,8 @@ void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work);
 // later with hl_device_enqueue_reserved_work.
 void hl_device_reserve_work(hl_device_t* device);
 void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work);
+// Gives a reservation back without work (an issuer that finished).
+void hl_device_unreserve_work(hl_device_t* device);
 // Blocks until every work item enqueued so far has run.
 void hl_device_flush_work(hl_device_t* device);
 
