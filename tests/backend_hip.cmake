@@ -114,3 +114,7 @@ target_compile_definitions(hip_test_runtime_test PRIVATE
 add_dependencies(hip_test_runtime_test hl_hip_test_runtime_5_2)
 set_tests_properties(hip_test_runtime_test PROPERTIES ENVIRONMENT
   "HL_HIP_TEST_RUNTIME_DEVICES=2;HL_HIP_TEST_RUNTIME_MEMORY_BYTES=1048576")
+add_test(NAME hip_test_runtime_test_blocking COMMAND hip_test_runtime_test)
+set_tests_properties(hip_test_runtime_test_blocking PROPERTIES
+  ENVIRONMENT "HL_HIP_TEST_RUNTIME_BLOCKING_REUSE=1" LABELS "backend;hip"
+  TIMEOUT 60)

@@ -738,11 +738,12 @@ hipError_t hipMallocFromPoolAsync(void** ptr, size_t size, hipMemPool_t pool,
     }
   }
   if (found) {
-    if (trt.blocking_reuse) {
-      // Heap::RemoveMemory(memory) without a timestamp: ts.Wait().
-      while (found->marker && !found->marker->done) {
-        cnd_wait(&trt.cond, &trt.mutex);
-      }
+    if (trt.blocking_reuse && found->marker && !found->marker->done) {
+      // Heap::RemoveMemory(memory) without a timestamp: ts.Wait(). The
+      // block leaves the free list first, so while this thread waits (the
+      // mutex released) no other allocation takes it and no trim frees it.
+      found->busy = true;
+      while (!found->marker->done) cnd_wait(&trt.cond, &trt.mutex);
     }
     // Reuse before the free has executed is ordered only when the free and
     // the new allocation are on the same stream; otherwise work before the

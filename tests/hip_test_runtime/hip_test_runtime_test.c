@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <threads.h>
 
@@ -219,6 +220,69 @@ static void test_pool_reuse_rules(void** state) {
   latch_destroy(&l);
 }
 
+// Blocking reuse (HL_HIP_TEST_RUNTIME_BLOCKING_REUSE=1, registered as
+// hip_test_runtime_test_blocking): an allocation that must wait for a
+// pending free takes the block out of the free list before it waits, as
+// ROCm's Heap::RemoveMemory does. Two allocations waiting on the same free
+// used to both wake up with that block (a double handout), and a trim could
+// free it under them.
+typedef struct alloc_thread_t {
+  hipMemPool_t pool;
+  hipStream_t stream;
+  void* ptr;
+  hipError_t error;
+} alloc_thread_t;
+
+static int alloc_thread_main(void* arg) {
+  alloc_thread_t* t = arg;
+  t->error = hipMallocFromPoolAsync(&t->ptr, 4096, t->pool, t->stream);
+  return 0;
+}
+
+static void test_blocking_reuse_claims_the_block(void** state) {
+  (void)state;
+  hipMemPoolProps props;
+  memset(&props, 0, sizeof(props));
+  props.alloc_type = HL_HIP_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = HL_HIP_MEM_LOCATION_TYPE_DEVICE;
+  hipMemPool_t pool = NULL;
+  CHECK_HIP(hipMemPoolCreate(&pool, &props));
+  uint64_t keep_all = UINT64_MAX;
+  CHECK_HIP(
+      hipMemPoolSetAttribute(pool, hipMemPoolAttrReleaseThreshold, &keep_all));
+  hipStream_t a = stream_new();
+  latch_t l;
+  latch_init(&l);
+  CHECK_HIP(hipLaunchHostFunc(a, latch_wait_fn, &l));  // Holds a.
+  void* p = NULL;
+  CHECK_HIP(hipMallocFromPoolAsync(&p, 4096, pool, a));
+  CHECK_HIP(hipFreeAsync(p, a));  // Its marker waits behind the latch.
+  alloc_thread_t t[2] = {{pool, a, NULL, hipSuccess},
+                         {pool, a, NULL, hipSuccess}};
+  thrd_t threads[2];
+  for (int i = 0; i < 2; ++i) {
+    assert_int_equal(thrd_create(&threads[i], alloc_thread_main, &t[i]),
+                     thrd_success);
+  }
+  // Let both reach the pool: the first waits on the free, the second finds
+  // no free block (or, before the fix, waits on the same one).
+  struct timespec pause = {0, 100 * 1000 * 1000};
+  thrd_sleep(&pause, NULL);
+  CHECK_HIP(hipMemPoolTrimTo(pool, 0));  // Must not free a claimed block.
+  latch_open(&l);
+  for (int i = 0; i < 2; ++i) thrd_join(threads[i], NULL);
+  CHECK_HIP(t[0].error);
+  CHECK_HIP(t[1].error);
+  assert_ptr_not_equal(t[0].ptr, t[1].ptr);
+  assert_true(t[0].ptr == p || t[1].ptr == p);
+  CHECK_HIP(hipFreeAsync(t[0].ptr, a));
+  CHECK_HIP(hipFreeAsync(t[1].ptr, a));
+  CHECK_HIP(hipStreamSynchronize(a));
+  CHECK_HIP(hipStreamDestroy(a));
+  CHECK_HIP(hipMemPoolDestroy(pool));
+  latch_destroy(&l);
+}
+
 // Out of memory at the configured limit (1 MiB for this test).
 static void test_out_of_memory_at_limit(void** state) {
   (void)state;
@@ -260,6 +324,15 @@ static void test_symbol_sets(void** state) {
 
 int main(void) {
   CHECK_HIP(hipInit(0));
+  // The runtime reads its knobs once: the blocking registration runs only
+  // the blocking test (the others hold streams on purpose and would wait).
+  const char* blocking = getenv("HL_HIP_TEST_RUNTIME_BLOCKING_REUSE");
+  bool blocking_run = blocking && strcmp(blocking, "1") == 0;
+  if (blocking_run) {
+    cmocka_set_test_filter("test_blocking_*");
+  } else {
+    cmocka_set_skip_filter("test_blocking_*");
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_events_complete_later),
       cmocka_unit_test(test_one_callback_thread),
@@ -268,6 +341,7 @@ int main(void) {
       cmocka_unit_test(test_out_of_memory_at_limit),
       cmocka_unit_test(test_device_checks),
       cmocka_unit_test(test_symbol_sets),
+      cmocka_unit_test(test_blocking_reuse_claims_the_block),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
