@@ -11,7 +11,6 @@
 static void test_cross_queue_reuse_waits_for_free(void** state) {
   (void)state;
   hl_device_t* d = mem_device_create(NULL);
-  hl_test_require_independent_host_functions(d);
   hl_queue_t* qa = hl_test_queue_create(d);
   hl_queue_t* qb = hl_test_queue_create(d);
   hl_semaphore_t* s = hl_test_semaphore_create();

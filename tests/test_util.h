@@ -115,14 +115,6 @@ static inline void hl_test_host_device(hl_device_t** out_device) {
   hl_test_require_(device, (device)->backend->host_visible_memory, \
                    "host-visible device memory (host_visible_memory)")
 
-// A host function that blocks its queue while other queues make progress:
-// on ROCm every stream's host functions run on one runtime thread, and the
-// timeline runs user host functions there (issue 18).
-#define hl_test_require_independent_host_functions(device)                \
-  hl_test_require_(device, !(device)->backend->host_functions_serialized, \
-                   "host functions that do not block other queues "       \
-                   "(host_functions_serialized)")
-
 // Counting HIPLINE_FAULTS stream delays and allocation failures.
 #define hl_test_require_fault_injection(device)               \
   hl_test_require_(device, (device)->backend->injects_faults, \

@@ -512,8 +512,7 @@ static void hl_memory_drain_streams(hl_device_t* device) {
     return;
   }
   for (uint32_t i = 0; i < count; ++i) {
-    hl_status_ignore(device->backend->vtable->stream_synchronize(
-        device->backend, hl_queue_stream(queues[i])));
+    hl_queue_drain(queues[i]);
     hl_queue_release(queues[i]);
   }
   free(queues);

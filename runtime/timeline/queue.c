@@ -23,6 +23,18 @@ typedef struct hl_park_waiter_t {
   hl_submission_t* submission;
 } hl_park_waiter_t;
 
+#define HL_ISSUE_INLINE_WAITS 8
+
+typedef struct hl_issue_plan_t {
+  hl_shared_event_t* inline_waits[HL_ISSUE_INLINE_WAITS];
+  hl_shared_event_t** waits;  // Device timepoints to wait on (held).
+  size_t wait_count;
+  hl_backend_event_t* event;  // From the pool; NULL to create one.
+  bool waits_settled;
+  hl_status_t completion_failure;  // launch_host_func of the completion.
+  hl_status_t event_failure;       // No device timepoint for the signals.
+} hl_issue_plan_t;
+
 struct hl_submission_t {
   hl_submission_t* next;
   hl_queue_t* queue;  // Retained.
@@ -45,6 +57,16 @@ struct hl_submission_t {
   // it: each holds a reference, and the last one enqueues the destroy.
   atomic_int refs;
   atomic_bool completion_reserved;  // The completion reserved the work.
+  // Issuing state, kept here because issuing may stop at a host step and
+  // go on later on the queue's completer thread.
+  hl_issue_plan_t plan;
+  bool issue_started;   // Waits (and the gate) are issued.
+  hl_op_t* issue_next;  // The next op to issue.
+  // On the queue's completer list (queues completed by events):
+  hl_submission_t* completer_next;
+  hl_gated_t* host_step;               // Set: run it, then go on issuing.
+  hl_backend_event_t* step_event;      // Marks the host step; NULL: sync.
+  hl_shared_event_t* completer_event;  // Held; NULL: synchronize the stream.
 };
 
 struct hl_queue_t {
@@ -73,6 +95,20 @@ struct hl_queue_t {
   // pumps leave the queue to it, so the stream sees submissions in order.
   bool issuing;
   hl_work_t pump_work;
+  // Completion by events (backends with host_functions_serialized, that is
+  // HIP, where every host function would run on the driver's one callback
+  // thread and hold its stream): instead of a host function per submission,
+  // the queue's own completer thread waits for each issued submission's
+  // event in order and publishes it, and runs the queue's host work (host
+  // calls) in stream order, so no hipline code runs on HIP's thread.
+  bool by_events;
+  thrd_t completer;
+  mtx_t completer_mutex;  // Leaf: taken under the scheduler lock.
+  cnd_t completer_cond;
+  hl_submission_t* completer_head;
+  hl_submission_t* completer_tail;
+  bool completer_stop;
+  uint64_t issued_value;  // Value of the last submission taken to issue.
   hl_frontier_entry_t frontier[HL_FRONTIER_CAPACITY];
   uint32_t frontier_count;
   uint32_t frontier_next_evict;
@@ -197,9 +233,13 @@ static void hl_queue_fail_locked(hl_queue_t* queue, hl_status_t status) {
   hl_queue_schedule_pump_locked(queue);
 }
 
-// Runs on the stream (a backend host function): publishes the outcome.
-static void hl_submission_complete(void* user) {
-  hl_submission_t* sub = (hl_submission_t*)user;
+// Publishes the outcome of |sub|, which has finished on the stream. Runs on
+// the stream (a backend host function) or on the queue's completer thread,
+// which passes the reference it held on the submission's event in |held|
+// (dropped under the same lock, so that once the queue's done value is
+// visible the event is back in the pool).
+static void hl_submission_complete_dropping(hl_submission_t* sub,
+                                            hl_shared_event_t* held) {
   hl_queue_t* queue = sub->queue;
   // The clean-up (which drops the submission's queue reference, and maybe
   // the device's) counts as pending before any signal is visible: a thread
@@ -227,6 +267,7 @@ static void hl_submission_complete(void* user) {
   } else {
     hl_semaphore_signal_locked(queue->timeline, sub->value);
   }
+  if (held) hl_shared_event_drop_locked(held);
   hl_semaphore_signal_locked(queue->done, sub->value);
   hl_queue_note_completion_locked(queue);
   hl_timeline_unlock();
@@ -234,6 +275,10 @@ static void hl_submission_complete(void* user) {
   if (atomic_fetch_sub(&sub->refs, 1) == 1) {
     hl_device_enqueue_reserved_work(queue->device, &sub->work);
   }
+}
+
+static void hl_submission_complete(void* user) {
+  hl_submission_complete_dropping((hl_submission_t*)user, NULL);
 }
 
 // Drops the issuer's reference (or the completion's, when no completion
@@ -278,6 +323,18 @@ hl_status_t hl_issue_enqueue_gated(hl_issue_ctx_t* ctx, hl_gated_t* storage,
   storage->submission = ctx->submission;
   storage->fn = fn;
   storage->user = user;
+  if (ctx->queue->by_events) {
+    // A host step: the issuer stops after this op, and the queue's completer
+    // runs |fn| once the stream has reached this point, then goes on issuing
+    // (hl_queue_issue_unlocked).
+    if (ctx->host_step) {
+      return HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                            "queue %u: two host steps in one operation",
+                            ctx->queue->id);
+    }
+    ctx->host_step = storage;
+    return NULL;
+  }
   return ctx->backend->vtable->launch_host_func(ctx->backend, ctx->stream,
                                                 hl_gated_thunk, storage);
 }
@@ -303,18 +360,6 @@ void hl_shared_event_drop_locked(hl_shared_event_t* shared) {
 //      frontier.
 // Lock order: the scheduler lock is never held across a backend call; the
 // backend's own locks (stream, pool, event) are leaves.
-#define HL_ISSUE_INLINE_WAITS 8
-
-typedef struct hl_issue_plan_t {
-  hl_shared_event_t* inline_waits[HL_ISSUE_INLINE_WAITS];
-  hl_shared_event_t** waits;  // Device timepoints to wait on (held).
-  size_t wait_count;
-  hl_backend_event_t* event;  // From the pool; NULL to create one.
-  bool waits_settled;
-  hl_status_t completion_failure;  // launch_host_func of the completion.
-  hl_status_t event_failure;       // No device timepoint for the signals.
-} hl_issue_plan_t;
-
 // Step 1. Scheduler lock held.
 static void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
                                        hl_issue_plan_t* plan) {
@@ -394,44 +439,96 @@ static void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
   }
 }
 
-// Step 2. No lock held.
-static void hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
+static void hl_queue_completer_push(hl_queue_t* queue, hl_submission_t* sub);
+
+// Stops issuing |sub| at a host step (queues completed by events): marks the
+// point on the stream and hands the rest of the issue, with the issuer's
+// role and reference, to the queue's completer thread. No lock held.
+static void hl_queue_suspend_issue_unlocked(hl_queue_t* queue,
+                                            hl_submission_t* sub,
+                                            hl_gated_t* step) {
+  hl_device_t* device = queue->device;
+  hl_backend_t* backend = device->backend;
+  hl_issue_plan_t* plan = &sub->plan;
+  hl_status_t st = NULL;
+  // The submission's own event marks the step; it is recorded again at the
+  // end of the submission, after the completer has waited on it here.
+  if (!plan->event) {
+    st = backend->vtable->event_create(backend, &plan->event);
+    if (st) {
+      plan->event = NULL;
+    } else {
+      atomic_fetch_add(&device->live_events, 1);
+    }
+  }
+  if (!st)
+    st = backend->vtable->event_record(backend, plan->event, queue->stream);
+  sub->step_event = st ? NULL : plan->event;
+  if (st) {
+    // The completer synchronizes the whole stream instead: nothing is
+    // enqueued after this point until the host step has run.
+    HL_LOG_WARN("queue %u: no event for a host step: %s", queue->id,
+                hl_status_message(st));
+    hl_status_free(st);
+  }
+  sub->host_step = step;
+  // A suspended issuer is not pending device work: the host step may wait
+  // for a thread that flushes the device (a test opening a gate, say).
+  hl_device_unreserve_work(device);
+  hl_queue_completer_push(queue, sub);
+}
+
+// Step 2. No lock held. Returns true when issuing stopped at a host step
+// (queues completed by events): the completer goes on with it later.
+static bool hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
                                     hl_issue_plan_t* plan) {
   hl_device_t* device = queue->device;
   hl_backend_t* backend = device->backend;
-  hl_issue_ctx_t ctx = {queue,         device, backend,
-                        queue->stream, sub,    plan->waits_settled};
+  hl_issue_ctx_t ctx = {
+      queue, device, backend, queue->stream, sub, plan->waits_settled, NULL};
   hl_status_t st = NULL;
-  for (size_t i = 0; i < plan->wait_count && !st; ++i) {
-    if (atomic_load(&sub->failure)) break;
-    st = backend->vtable->stream_wait_event(backend, queue->stream,
-                                            plan->waits[i]->event);
+  if (!sub->issue_started) {
+    sub->issue_started = true;
+    sub->issue_next = sub->ops;
+    for (size_t i = 0; i < plan->wait_count && !st; ++i) {
+      if (atomic_load(&sub->failure)) break;
+      st = backend->vtable->stream_wait_event(backend, queue->stream,
+                                              plan->waits[i]->event);
+    }
+    if (st) {
+      hl_submission_fail(
+          sub, hl_status_annotate(st, "issuing waits on queue %u", queue->id),
+          true);
+      st = NULL;
+    }
+    if (!atomic_load(&sub->failure) && backend->host_visible_memory &&
+        !ctx.waits_settled) {
+      st = hl_issue_enqueue_gated(&ctx, &sub->gate, hl_submission_gate_check,
+                                  sub);
+      if (st) hl_submission_fail(sub, st, true);
+    }
   }
-  if (st) {
-    hl_submission_fail(
-        sub, hl_status_annotate(st, "issuing waits on queue %u", queue->id),
-        true);
-    st = NULL;
-  }
-  if (!atomic_load(&sub->failure) && backend->host_visible_memory &&
-      !ctx.waits_settled) {
-    st =
-        hl_issue_enqueue_gated(&ctx, &sub->gate, hl_submission_gate_check, sub);
-    if (st) hl_submission_fail(sub, st, true);
-  }
-  hl_op_t* op = sub->ops;
+  hl_op_t* op = sub->issue_next;
   for (; op && !atomic_load(&sub->failure); op = op->next) {
     st = op->vtable->issue(op, &ctx);
     if (st) hl_submission_fail(sub, st, false);
+    if (ctx.host_step) {
+      sub->issue_next = op->next;
+      hl_queue_suspend_issue_unlocked(queue, sub, ctx.host_step);
+      return true;
+    }
   }
+  sub->issue_next = NULL;
   for (; op; op = op->next) {
     if (op->vtable->on_cancel) op->vtable->on_cancel(op);
   }
-  st = backend->vtable->launch_host_func(backend, queue->stream,
-                                         hl_submission_complete, sub);
-  if (st) {
-    plan->completion_failure = st;
-    return;
+  if (!queue->by_events) {
+    st = backend->vtable->launch_host_func(backend, queue->stream,
+                                           hl_submission_complete, sub);
+    if (st) {
+      plan->completion_failure = st;
+      return false;
+    }
   }
   if (!plan->event) {
     plan->event_failure = backend->vtable->event_create(backend, &plan->event);
@@ -441,6 +538,7 @@ static void hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
     plan->event_failure =
         backend->vtable->event_record(backend, plan->event, queue->stream);
   }
+  return false;
 }
 
 // Step 3. Scheduler lock held. Drops the issuer's reference to |sub|.
@@ -487,6 +585,8 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
                 queue->id, (unsigned long long)sub->value,
                 hl_status_message(st));
     hl_status_free(st);
+    // The completer synchronizes the stream instead of an event.
+    if (queue->by_events) hl_queue_completer_push(queue, sub);
   } else {
     shared->device = device;
     shared->event = plan->event;
@@ -498,6 +598,11 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
       if (hl_semaphore_value(s) >= v || hl_semaphore_failure(s)) continue;
       // On failure the value is simply reached later on the host side.
       hl_status_ignore(hl_semaphore_add_timepoint_locked(s, v, shared));
+    }
+    if (queue->by_events) {
+      ++shared->refs;  // The completer's, until it has waited on the event.
+      sub->completer_event = shared;
+      hl_queue_completer_push(queue, sub);
     }
     hl_shared_event_drop_locked(shared);
   }
@@ -573,19 +678,21 @@ static bool hl_submission_park_locked(hl_queue_t* queue, hl_submission_t* sub) {
 // Issues pending submissions of |queue| unless another thread is at it.
 // Scheduler lock held (released and retaken while issuing: callers must not
 // keep state across the call).
-static void hl_queue_pump_issue_locked(hl_queue_t* queue);
+static bool hl_queue_pump_issue_locked(hl_queue_t* queue);
 static void hl_queue_pump_locked(hl_queue_t* queue) {
   // The issuer releases the lock while it issues; it picks up whatever is
-  // submitted meanwhile before it stops.
+  // submitted meanwhile before it stops. An issuer stopped at a host step
+  // has passed the role to the queue's completer, which clears it.
   if (queue->issuing) return;
   queue->issuing = true;
-  hl_queue_pump_issue_locked(queue);
-  queue->issuing = false;
+  if (!hl_queue_pump_issue_locked(queue)) queue->issuing = false;
 }
 
 // Issues pending submissions in order until one must wait for a signal that
 // has not been submitted. Scheduler lock held; released while issuing.
-static void hl_queue_pump_issue_locked(hl_queue_t* queue) {
+// Returns true when issuing stopped at a host step: the queue's completer
+// thread now holds the issuer's role.
+static bool hl_queue_pump_issue_locked(hl_queue_t* queue) {
   while (queue->pending_head) {
     hl_submission_t* sub = queue->pending_head;
     hl_submission_unpark_locked(sub);
@@ -617,22 +724,133 @@ static void hl_queue_pump_issue_locked(hl_queue_t* queue) {
         // wait for it (the signal may come from one of them).
         queue->head_parked = true;
         hl_queue_wake_submitters_locked(queue);
-        return;
+        return false;
       }
     }
     queue->head_parked = false;
+    queue->issued_value = sub->value;
     queue->pending_head = sub->next;
     if (!queue->pending_head) queue->pending_tail = NULL;
     sub->next = NULL;
     --queue->pending_count;
-    hl_issue_plan_t plan;
-    hl_queue_plan_issue_locked(queue, sub, &plan);
+    hl_queue_plan_issue_locked(queue, sub, &sub->plan);
     hl_timeline_unlock();
-    hl_queue_issue_unlocked(queue, sub, &plan);
+    bool suspended = hl_queue_issue_unlocked(queue, sub, &sub->plan);
     hl_timeline_lock();
-    hl_queue_publish_issue_locked(queue, sub, &plan);
+    if (suspended) return true;
+    hl_queue_publish_issue_locked(queue, sub, &sub->plan);
   }
   queue->head_parked = false;
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Completer (queues completed by events)
+//===----------------------------------------------------------------------===//
+
+// Set on completer threads: like the device's work thread, they never block
+// on a queue's depth (they are what makes room).
+static _Thread_local bool hl_on_completer_thread_;
+
+bool hl_device_on_runtime_thread(hl_device_t* device) {
+  return hl_on_completer_thread_ ||
+         thrd_equal(thrd_current(), device->work_thread);
+}
+
+// Appends |sub| (a finished issue, or a host step) to the completer's list.
+// Any lock may be held: the completer's mutex is a leaf.
+static void hl_queue_completer_push(hl_queue_t* queue, hl_submission_t* sub) {
+  sub->completer_next = NULL;
+  mtx_lock(&queue->completer_mutex);
+  if (queue->completer_tail) {
+    queue->completer_tail->completer_next = sub;
+  } else {
+    queue->completer_head = sub;
+  }
+  queue->completer_tail = sub;
+  cnd_signal(&queue->completer_cond);
+  mtx_unlock(&queue->completer_mutex);
+}
+
+// A submission whose waits were issued as device-side event waits has
+// finished on the stream once its producers' events completed, but their
+// completers may not have published yet (each queue has its own). Before
+// |sub| publishes, or runs a host step, wait until every semaphore it waited
+// on has reached its value or failed on the host side, so that a failed
+// producer fails |sub| too (hl_submission_gate_check) and success never
+// overtakes a failure. Bounded: each producer's event has completed.
+static void hl_submission_await_producers(hl_queue_t* queue,
+                                          hl_submission_t* sub) {
+  if (atomic_load(&sub->failure)) return;
+  for (size_t i = 0; i < sub->wait_count; ++i) {
+    hl_semaphore_t* s = sub->waits[i].semaphore;
+    if (s == queue->timeline) continue;
+    hl_status_ignore(
+        hl_semaphore_wait(s, sub->waits[i].value, HL_INFINITE_FUTURE));
+  }
+}
+
+// Runs one entry of the completer's list: waits (blocking, on this thread
+// only) until the stream has passed the entry's point, then publishes the
+// submission or runs its host step and goes on issuing.
+static void hl_queue_completer_run(hl_queue_t* queue, hl_submission_t* sub) {
+  hl_backend_t* backend = queue->device->backend;
+  hl_gated_t* step = sub->host_step;
+  hl_shared_event_t* held = sub->completer_event;
+  hl_backend_event_t* event = step   ? sub->step_event
+                              : held ? held->event
+                                     : NULL;
+  HL_TRACE_ZONE_BEGIN(zone, "hl_queue_completer_wait");
+  hl_status_t st =
+      event ? backend->vtable->event_synchronize(backend, event)
+            : backend->vtable->stream_synchronize(backend, queue->stream);
+  HL_TRACE_ZONE_END(zone);
+  if (st) {
+    // The stream is broken: the submission fails, and so does the queue.
+    hl_submission_fail(
+        sub,
+        hl_status_annotate(st, "waiting for queue %u submission %llu",
+                           queue->id, (unsigned long long)sub->value),
+        true);
+  }
+  hl_submission_await_producers(queue, sub);
+  if (!step) {
+    sub->completer_event = NULL;
+    hl_submission_complete_dropping(sub, held);
+    return;
+  }
+  // The host step: the stream has run everything before it and waits for
+  // nothing after it (the rest is not issued yet).
+  sub->host_step = NULL;
+  sub->step_event = NULL;
+  hl_gated_thunk(step);
+  // Take the issuer's role back up where it stopped.
+  hl_device_reserve_work(queue->device);
+  if (hl_queue_issue_unlocked(queue, sub, &sub->plan)) return;
+  hl_timeline_lock();
+  hl_queue_publish_issue_locked(queue, sub, &sub->plan);
+  if (!hl_queue_pump_issue_locked(queue)) queue->issuing = false;
+  hl_timeline_unlock();
+}
+
+static int hl_queue_completer_main(void* arg) {
+  hl_queue_t* queue = (hl_queue_t*)arg;
+  hl_on_completer_thread_ = true;
+  mtx_lock(&queue->completer_mutex);
+  for (;;) {
+    while (!queue->completer_head && !queue->completer_stop) {
+      cnd_wait(&queue->completer_cond, &queue->completer_mutex);
+    }
+    hl_submission_t* sub = queue->completer_head;
+    if (!sub) break;  // Stopped and drained.
+    queue->completer_head = sub->completer_next;
+    if (!queue->completer_head) queue->completer_tail = NULL;
+    mtx_unlock(&queue->completer_mutex);
+    hl_queue_completer_run(queue, sub);
+    mtx_lock(&queue->completer_mutex);
+  }
+  mtx_unlock(&queue->completer_mutex);
+  return 0;
 }
 
 static void hl_queue_pump_work(hl_work_t* work) {
@@ -656,6 +874,50 @@ static void hl_queue_schedule_pump_locked(hl_queue_t* queue) {
 //===----------------------------------------------------------------------===//
 // Queues
 //===----------------------------------------------------------------------===//
+
+static int hl_queue_completer_main(void* arg);
+
+static hl_status_t hl_queue_start_completer(hl_queue_t* queue) {
+  if (mtx_init(&queue->completer_mutex, mtx_plain) != thrd_success) {
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "creating queue %u's completer mutex", queue->id);
+  }
+  if (cnd_init(&queue->completer_cond) != thrd_success) {
+    mtx_destroy(&queue->completer_mutex);
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "creating queue %u's completer condition", queue->id);
+  }
+  if (thrd_create(&queue->completer, hl_queue_completer_main, queue) !=
+      thrd_success) {
+    cnd_destroy(&queue->completer_cond);
+    mtx_destroy(&queue->completer_mutex);
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "starting queue %u's completer thread", queue->id);
+  }
+  queue->by_events = true;
+  return NULL;
+}
+
+// Stops and joins the completer once its list is drained (every submission
+// holds its queue, so when the last reference goes the list is empty).
+static void hl_queue_stop_completer(hl_queue_t* queue) {
+  if (!queue->by_events) return;
+  mtx_lock(&queue->completer_mutex);
+  queue->completer_stop = true;
+  cnd_signal(&queue->completer_cond);
+  mtx_unlock(&queue->completer_mutex);
+  if (thrd_equal(thrd_current(), queue->completer)) {
+    // Unreachable while a submission holds the queue; never join oneself.
+    HL_LOG_ERROR("queue %u released its last reference on its own completer",
+                 queue->id);
+    thrd_detach(queue->completer);
+  } else {
+    thrd_join(queue->completer, NULL);
+  }
+  cnd_destroy(&queue->completer_cond);
+  mtx_destroy(&queue->completer_mutex);
+  queue->by_events = false;
+}
 
 hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
   if (!device || !out_queue) {
@@ -691,6 +953,14 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
       hl_semaphore_release(queue->done);
     }
   }
+  if (!st && device->backend->host_functions_serialized) {
+    st = hl_queue_start_completer(queue);
+    if (st) {
+      device->backend->vtable->stream_destroy(device->backend, queue->stream);
+      hl_semaphore_release(queue->timeline);
+      hl_semaphore_release(queue->done);
+    }
+  }
   if (!st) {
     hl_timeline_lock();
     if (device->queue_count == device->queue_capacity) {
@@ -709,6 +979,7 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
     }
     hl_timeline_unlock();
     if (st) {
+      hl_queue_stop_completer(queue);
       device->backend->vtable->stream_destroy(device->backend, queue->stream);
       hl_semaphore_release(queue->timeline);
       hl_semaphore_release(queue->done);
@@ -760,6 +1031,7 @@ void hl_queue_release(hl_queue_t* queue) {
   hl_timeline_unlock();
   // Submissions retain their queue, so nothing is pending or in flight here
   // except the tail of the stream (the event record after a completion).
+  hl_queue_stop_completer(queue);
   device->backend->vtable->stream_destroy(device->backend, queue->stream);
   hl_semaphore_release(queue->timeline);
   hl_semaphore_release(queue->done);
@@ -900,9 +1172,10 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
 
   hl_timeline_lock();
   if (!queue->failure && hl_queue_full_locked(queue) &&
-      !thrd_equal(thrd_current(), queue->device->work_thread)) {
-    // Backpressure, as a full HIP stream blocks the host. The completion
-    // thread never blocks here (the pump it runs is what makes room).
+      !hl_device_on_runtime_thread(queue->device)) {
+    // Backpressure, as a full HIP stream blocks the host. The runtime's own
+    // threads never block here (the pumps and completions they run are what
+    // makes room).
     ++queue->stats.depth_stalls;
     HL_TRACE_ZONE_BEGIN(stall, "hl_queue_submit: queue full");
     hl_queue_wait_space_locked(queue, HL_INFINITE_FUTURE);
@@ -947,9 +1220,9 @@ hl_status_t hl_queue_wait_capacity(hl_queue_t* queue, hl_time_t deadline) {
   }
   hl_timeline_lock();
   bool full = !queue->failure && hl_queue_full_locked(queue);
-  if (full && thrd_equal(thrd_current(), queue->device->work_thread)) {
+  if (full && hl_device_on_runtime_thread(queue->device)) {
     hl_timeline_unlock();
-    return NULL;  // Submissions from the completion thread never block.
+    return NULL;  // Submissions from the runtime's threads never block.
   }
   if (full) {
     ++queue->stats.depth_stalls;
@@ -1055,6 +1328,21 @@ hl_status_t hl_queue_wait_idle(hl_queue_t* queue, hl_time_t deadline) {
   hl_device_apply_release_threshold(queue->device);
   HL_TRACE_ZONE_END(zone);
   return hl_queue_status(queue);
+}
+
+void hl_queue_drain(hl_queue_t* queue) {
+  hl_backend_t* backend = queue->device->backend;
+  if (queue->by_events && !hl_on_completer_thread_) {
+    // Host steps run on the completer after the stream has reached them, and
+    // the rest of their submission is issued only then: wait until every
+    // submission taken to issue so far has finished.
+    hl_timeline_lock();
+    uint64_t issued = queue->issued_value;
+    hl_timeline_unlock();
+    hl_status_ignore(
+        hl_semaphore_wait(queue->done, issued, HL_INFINITE_FUTURE));
+  }
+  hl_status_ignore(backend->vtable->stream_synchronize(backend, queue->stream));
 }
 
 hl_status_t hl_queue_status(hl_queue_t* queue) {

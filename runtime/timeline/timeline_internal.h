@@ -26,6 +26,7 @@
 
 typedef struct hl_submission_t hl_submission_t;
 typedef struct hl_waiter_t hl_waiter_t;
+typedef struct hl_gated_t hl_gated_t;
 
 //===----------------------------------------------------------------------===//
 // Scheduler lock and deferred work
@@ -155,6 +156,9 @@ void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work);
 void hl_device_unreserve_work(hl_device_t* device);
 // Blocks until every work item enqueued so far has run.
 void hl_device_flush_work(hl_device_t* device);
+// True on the device's work thread and on queue completer threads: the
+// runtime's own threads, which never block on a queue's depth.
+bool hl_device_on_runtime_thread(hl_device_t* device);
 
 // Event pool (scheduler lock held). Issuing takes events straight from
 // device->free_events and creates one, unlocked, when it is empty.
@@ -288,6 +292,10 @@ typedef struct hl_issue_ctx_t {
   // True when every wait was already reached on the host at issue time, so
   // the submission cannot fail because of its waits later.
   bool waits_settled;
+  // Set by hl_issue_enqueue_gated on queues completed by events: the op's
+  // host work runs on the queue's completer thread once the stream reaches
+  // it, and issuing goes on from there.
+  hl_gated_t* host_step;
 } hl_issue_ctx_t;
 
 typedef struct hl_op_t hl_op_t;
@@ -319,11 +327,11 @@ struct hl_op_t {
 // visible memory. |storage| is owned by the caller until the submission
 // completes (embed it in the op).
 typedef hl_status_t (*hl_gated_fn_t)(void* user);
-typedef struct hl_gated_t {
+struct hl_gated_t {
   hl_submission_t* submission;
   hl_gated_fn_t fn;
   void* user;
-} hl_gated_t;
+};
 hl_status_t hl_issue_enqueue_gated(hl_issue_ctx_t* ctx, hl_gated_t* storage,
                                    hl_gated_fn_t fn, void* user);
 
@@ -343,6 +351,11 @@ void hl_submission_describe(const hl_submission_t* submission, char* buffer,
 hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
                             const hl_fence_t* signal_fence, hl_op_t* ops,
                             uint64_t* out_value);
+
+// Blocks until |queue|'s stream has run everything issued so far, host work
+// included (stop-the-world drains). Submissions parked on a signal nobody
+// has submitted are not waited for.
+void hl_queue_drain(hl_queue_t* queue);
 
 // The backend stream of |queue| (borrowed).
 hl_backend_stream_t* hl_queue_stream(const hl_queue_t* queue);
