@@ -220,7 +220,13 @@ struct hl_backend_t {
   // - host_functions_serialized: host functions of every stream run on one
   //   thread and hold their stream until they return (hip: ROCm's callback
   //   thread; the marker "Blocks AQL queue" in clr rocvirtual.cpp), so one
-  //   that waits on another queue's progress can stall or deadlock it.
+  //   that waits on another queue's progress can stall or deadlock it. The
+  //   timeline then launches no host function at all: each queue's completer
+  //   thread waits on the submissions' events (event_synchronize, on that
+  //   thread only) and runs host calls itself once the stream has reached
+  //   them (runtime/timeline/queue.c, "Completer"). Backend-internal host
+  //   functions that touch no hipline state (hip: staging chunk delivery)
+  //   remain.
   bool events_untimed;
   bool injects_faults;
   bool host_functions_serialized;

@@ -9,9 +9,13 @@
 // the lock again (see queue.c). Anything that blocks (stream or event
 // synchronize, joining threads) and every release that may destroy an object
 // is done after unlocking. Host functions running on streams take the lock
-// only briefly and never call into the backend. Lock order: the scheduler
-// lock, then a device's work mutex or a root's mutex; the backend's own
-// locks are leaves and are never held across a call back into hipline.
+// only briefly and never call into the backend. On backends whose host
+// functions share one driver thread (host_functions_serialized: HIP) there
+// are none: a completer thread per queue waits on events with no lock held
+// and takes the scheduler lock only to publish. Lock order: the scheduler
+// lock, then a device's work mutex, a queue's completer mutex or a root's
+// mutex; the backend's own locks are leaves and are never held across a call
+// back into hipline.
 #ifndef HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
 #define HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
 
