@@ -638,6 +638,51 @@ static int hl_rt_get_device(void) {
   return device;
 }
 
+// The pool limit counts the blocks the pool hands out, not the sizes asked:
+// ROCm 5.2's pool gives a small request any free block at least as large
+// (the rocm-5.2 test runtime does too), so counting requests let the pool
+// pass its limit. Whatever the reuse rule, an allocation that succeeds
+// leaves the pool within the limit.
+static void test_rt_limit_counts_reused_blocks(void** state) {
+  (void)state;
+  const hl_backend_vtable_t* vt = hl_test_backend->vtable;
+  hl_backend_stream_t* stream = NULL;
+  HL_ASSERT_OK(vt->stream_create(hl_test_backend, &stream));
+  const uint64_t limit = 1u << 20;
+  hl_pool_attributes_t attrs = {.release_threshold = UINT64_MAX,
+                                .reuse_flags = HL_POOL_REUSE_ALL,
+                                .limit_bytes = limit};
+  HL_ASSERT_OK(vt->pool_set_attributes(hl_test_backend, &attrs));
+  void* big = NULL;
+  HL_ASSERT_OK(vt->malloc_async(hl_test_backend, 512u << 10, stream, &big));
+  HL_ASSERT_OK(vt->free_async(hl_test_backend, big, stream));
+  HL_ASSERT_OK(vt->stream_synchronize(hl_test_backend, stream));
+  void* small = NULL;  // ROCm 5.2: the 512 KiB block.
+  HL_ASSERT_OK(vt->malloc_async(hl_test_backend, 1024, stream, &small));
+  void* more = NULL;
+  hl_status_t status =
+      vt->malloc_async(hl_test_backend, 600u << 10, stream, &more);
+  hl_backend_pool_stats_t stats;
+  HL_ASSERT_OK(vt->pool_stats(hl_test_backend, &stats));
+  print_message("600 KiB after a reused block: %s, reserved %llu\n",
+                status ? hl_status_message(status) : "OK",
+                (unsigned long long)stats.reserved_bytes);
+  if (status) {
+    assert_int_equal(hl_status_code(status), HL_STATUS_RESOURCE_EXHAUSTED);
+    hl_status_free(status);
+  } else {
+    assert_true(stats.reserved_bytes <= limit);
+    HL_ASSERT_OK(vt->free_async(hl_test_backend, more, stream));
+  }
+  HL_ASSERT_OK(vt->free_async(hl_test_backend, small, stream));
+  HL_ASSERT_OK(vt->stream_synchronize(hl_test_backend, stream));
+  attrs.limit_bytes = 0;
+  attrs.release_threshold = 0;
+  HL_ASSERT_OK(vt->pool_set_attributes(hl_test_backend, &attrs));
+  HL_ASSERT_OK(vt->pool_trim(hl_test_backend, 0));
+  vt->stream_destroy(hl_test_backend, stream);
+}
+
 // Every event the backend makes is untimed, including the ones a
 // cross-stream free uses.
 static void test_rt_events_created_untimed(void** state) {
@@ -911,6 +956,7 @@ int main(int argc, char** argv) {
     cmocka_unit_test(test_events_untimed),
 #if HL_HIP_TEST_RUNTIME
     cmocka_unit_test(test_rt_events_created_untimed),
+    cmocka_unit_test(test_rt_limit_counts_reused_blocks),
     cmocka_unit_test(test_rt_copies_do_not_block),
     cmocka_unit_test(test_rt_large_copies_chunked),
     cmocka_unit_test(test_rt_cross_stream_free_is_safe),

@@ -861,14 +861,25 @@ static hl_status_t hl_hip_backend_reserve(hl_hip_backend_t* backend,
       atomic_load_explicit(&backend->limit_bytes, memory_order_relaxed);
   uint64_t used =
       atomic_load_explicit(&backend->used_bytes, memory_order_relaxed);
+  // What the pool itself counts in use: the blocks handed out, which can be
+  // larger than what was asked (ROCm 5.2's pool reuses any free block at
+  // least as large as the request; later ones stay within 12.5%). The sum of
+  // requests alone would let the pool pass the limit.
+  uint64_t pool_used = 0;
+  if (limit && backend->syms->hipMemPoolGetAttribute(
+                   backend->pool, hipMemPoolAttrUsedMemCurrent, &pool_used) !=
+                   hipSuccess) {
+    pool_used = 0;
+  }
   for (;;) {
-    if (limit && (size > limit || used > limit - size)) {
+    uint64_t in_use = used > pool_used ? used : pool_used;
+    if (limit && (size > limit || in_use > limit - size)) {
       atomic_fetch_add(&backend->fail_count, 1);
       return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                             "malloc_async(%zu bytes) on hip device %d would "
                             "pass the pool limit: %llu bytes in use, limit "
                             "%llu bytes",
-                            size, backend->ordinal, (unsigned long long)used,
+                            size, backend->ordinal, (unsigned long long)in_use,
                             (unsigned long long)limit);
     }
     if (atomic_compare_exchange_weak_explicit(&backend->used_bytes, &used,
