@@ -107,6 +107,8 @@ static void test_create_matches_query(void** state) {
     assert_non_null(backend);
     assert_int_equal(backend->kind, HL_BACKEND_HIP);
     assert_false(backend->host_visible_memory);
+    // Host functions run on ROCm's one callback thread and may not call HIP.
+    assert_false(backend->stream_ordered_host_work);
     backend->vtable->destroy(backend);
     return;
   }

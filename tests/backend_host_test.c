@@ -2,8 +2,8 @@
 // through the backend vtable exactly as the timeline and memory layers do:
 // stream-ordered pool reuse rules, release threshold and trim, limits and
 // invalid frees, events across streams, host function order, copies, fills,
-// kernel launches, live-object counts, HIPLINE_HOST_DEVICES and fault
-// injection.
+// kernel launches (also from a host function on their own stream), live-object
+// counts, HIPLINE_HOST_DEVICES and fault injection.
 
 #include <stdatomic.h>
 #include <threads.h>
@@ -634,6 +634,71 @@ static void test_copies_fills_kernels(void** state) {
   backend_destroy_checked(&t);
 }
 
+// stream_ordered_host_work: a fill, copy or kernel made from a host function
+// for its own stream runs at that point of the stream, before the call
+// returns (the layers above run their stream work this way).
+typedef struct nested_work_t {
+  test_backend_t* t;
+  hl_backend_stream_t* stream;
+  hl_backend_function_t* kernel;
+  uint32_t* src;
+  uint32_t* dst;
+  uint32_t seen_after_fill;  // dst[0] right after memset32_async returned.
+  uint32_t seen_after_copy;  // dst[1] right after memcpy_async returned.
+  uint32_t seen_after_kernel;
+  hl_status_t status;
+} nested_work_t;
+
+static void nested_work_fn(void* user) {
+  nested_work_t* w = (nested_work_t*)user;
+  const hl_backend_vtable_t* v = w->t->v;
+  hl_backend_t* b = w->t->b;
+  hl_status_t st = v->memset32_async(b, w->dst, 9u, 4, w->stream);
+  w->seen_after_fill = w->dst[0];
+  if (!st) st = v->memcpy_async(b, w->dst + 1, w->src, 4, w->stream);
+  w->seen_after_copy = w->dst[1];
+  uint32_t* arg_dst = w->dst;
+  uint32_t arg_n = 1, arg_scale = 2;
+  uint64_t arg_add = 1;
+  void* params[4] = {&arg_dst, &arg_n, &arg_scale, &arg_add};
+  hl_launch_config_t config = {{1, 1, 1}, {1, 1, 1}, 0};
+  if (!st) st = v->launch_kernel(b, w->kernel, &config, params, w->stream);
+  w->seen_after_kernel = w->dst[0];
+  w->status = st;
+}
+
+static void test_stream_ordered_host_work(void** state) {
+  test_backend_t t = backend_create();
+  assert_true(t.b->stream_ordered_host_work);
+  hl_backend_stream_t* s = stream_create(&t);
+  uint32_t* src = malloc_on(&t, 4 * sizeof(uint32_t), s);
+  uint32_t* dst = malloc_on(&t, 4 * sizeof(uint32_t), s);
+  HL_ASSERT_OK(t.v->memset32_async(t.b, src, 0x5Au, 4, s));
+  HL_ASSERT_OK(t.v->memset32_async(t.b, dst, 0u, 4, s));
+  hl_backend_module_t* module = NULL;
+  HL_ASSERT_OK(t.v->module_load(t.b, &kTestCode, sizeof(kTestCode), &module));
+  nested_work_t w = {.t = &t, .stream = s, .src = src, .dst = dst};
+  HL_ASSERT_OK(t.v->module_get_function(t.b, module, "scale_add", &w.kernel));
+  HL_ASSERT_OK(t.v->launch_host_func(t.b, s, nested_work_fn, &w));
+  // Work queued after the host function runs after what it made.
+  HL_ASSERT_OK(t.v->memset32_async(t.b, dst + 3, 4u, 1, s));
+  HL_ASSERT_OK(t.v->stream_synchronize(t.b, s));
+  HL_ASSERT_OK(w.status);
+  assert_int_equal(w.seen_after_fill, 9u);
+  assert_int_equal(w.seen_after_copy, 0x5Au);
+  assert_int_equal(w.seen_after_kernel, 19u);
+  assert_int_equal(dst[0], 19u);
+  assert_int_equal(dst[1], 0x5Au);
+  assert_int_equal(dst[2], 9u);
+  assert_int_equal(dst[3], 4u);
+  t.v->module_unload(t.b, module);
+  HL_ASSERT_OK(t.v->free_async(t.b, src, s));
+  HL_ASSERT_OK(t.v->free_async(t.b, dst, s));
+  HL_ASSERT_OK(t.v->stream_synchronize(t.b, s));
+  t.v->stream_destroy(t.b, s);
+  backend_destroy_checked(&t);
+}
+
 // Streams, events and blocks are counted and all go back to zero.
 static void test_live_counts(void** state) {
   test_backend_t t = backend_create();
@@ -752,6 +817,7 @@ int main(void) {
       cmocka_unit_test(test_wait_captures_record),
       cmocka_unit_test(test_host_callbacks_in_order),
       cmocka_unit_test(test_copies_fills_kernels),
+      cmocka_unit_test(test_stream_ordered_host_work),
       cmocka_unit_test(test_live_counts),
       cmocka_unit_test(test_host_devices_env),
       cmocka_unit_test(test_fault_alloc_fail_every),

@@ -267,10 +267,14 @@ static hl_status_t fake_module_get_function(
   return HL_MAKE_STATUS(HL_STATUS_NOT_FOUND, "fake: no '%s'", name);
 }
 
+// A host fake reports the host backend's target, "host"; a GPU fake a
+// gfx90a target id. The target is what selects the code object.
 static hl_status_t fake_query_properties(hl_backend_t* backend,
                                          hl_device_properties_t* out_props) {
   memset(out_props, 0, sizeof(*out_props));
-  strcpy(out_props->target, "gfx90a:sramecc+:xnack-");
+  strcpy(out_props->target, backend->kind == HL_BACKEND_HOST
+                                ? HL_TARGET_ID_HOST
+                                : "gfx90a:sramecc+:xnack-");
   return NULL;
 }
 
@@ -301,8 +305,17 @@ static void test_module_host(void** state) {
   fake_backend_t fake;
   fake_initialize(&fake, HL_BACKEND_HOST);
   hl_executable_module_t module;
-  // A host backend gets the host code object whatever target is passed.
-  assert_null(hl_executable_module_initialize(&fake.base, "gfx90a", &module));
+  // The target "host" selects the host code object, named explicitly...
+  assert_null(
+      hl_executable_module_initialize(&fake.base, HL_TARGET_ID_HOST, &module));
+  assert_ptr_equal(fake.loaded_image, &hl_host_kernels_code_object);
+  assert_int_equal(fake.loaded_size, sizeof(hl_host_code_object_t));
+  assert_string_equal(module.target, HL_TARGET_ID_HOST);
+  assert_int_equal(fake.live_modules, 1);
+  hl_executable_module_deinitialize(&module);
+  assert_int_equal(fake.live_modules, 0);
+  // ... or as the backend's reported target.
+  assert_null(hl_executable_module_initialize(&fake.base, NULL, &module));
   assert_ptr_equal(fake.loaded_image, &hl_host_kernels_code_object);
   assert_int_equal(fake.loaded_size, sizeof(hl_host_code_object_t));
   assert_string_equal(module.target, HL_TARGET_ID_HOST);

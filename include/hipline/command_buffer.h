@@ -21,9 +21,10 @@
 // per buffer root on the root's timeline resource (a write when any command
 // writes it), exactly as the single queue operations do: hl_queue_dealloca,
 // imports, the fallback release and checked mode all see command-buffer work.
-// On the host backend the whole command buffer runs as one stream host
-// function that first checks every root is live (a freed root fails the
-// submission with FAILED_PRECONDITION, and the queue in checked mode).
+// An execution first checks that every root is live (a freed root fails the
+// submission with FAILED_PRECONDITION, and the queue in checked mode), then
+// enqueues its commands; on the host backend that happens when the stream
+// gets there, on hip at issue.
 //
 // Fill elision (at finalize, unless HIPLINE_ELIDE_FILLS=0 or the
 // HL_COMMAND_BUFFER_FLAG_NO_ELISION flag). Per root, in command order, the

@@ -5,8 +5,8 @@
 // fence, then signals a signal fence. Buffer arguments are declared as
 // bindings with their access: they are retained until the work completes,
 // recorded in their roots' timeline resources (reads in the use fence,
-// writes also in the mutation barrier), and checked for use-after-free when
-// the work runs on the host backend (and failing the queue in checked mode).
+// writes also in the mutation barrier), and checked for use-after-free
+// when the work runs (failing the queue too in checked mode).
 // The device's code object is loaded on first dispatch (executable registry:
 // matched by target id, selected once per group of equal targets).
 #ifndef HIPLINE_DISPATCH_H_
@@ -63,8 +63,9 @@ typedef struct hl_dispatch_config_t {
 //   4 for a counter) exceed |length|.
 // - A device without a code object for its target gets NOT_FOUND naming the
 //   target and the targets built.
-// When the work runs (on the host backend; at issue on others), a bound
-// buffer whose memory has been freed fails the submission (its signals) with
+// When the work runs (when the stream gets there on the host backend; at
+// issue on hip, whose host functions cannot launch), a bound buffer whose
+// memory has been freed fails the submission (its signals) with
 // FAILED_PRECONDITION "use after free" instead of touching the memory; in
 // checked mode the queue fails too.
 HL_API hl_status_t hl_queue_dispatch(hl_queue_t* queue,

@@ -9,10 +9,10 @@
 // - every entry is thread-safe unless stated otherwise;
 // - no entry may be called from inside a host function running on a stream
 //   (HIP forbids API calls from stream callbacks), except where noted, and
-//   except on backends with |host_visible_memory|: there malloc_async,
-//   free_async, pool_trim and pool_stats may be called from a host function
-//   running on |stream| itself, and then take effect at that point of the
-//   stream (the memory layer allocates and frees in execution order);
+//   except on backends with |stream_ordered_host_work| (see hl_backend_t):
+//   there the stream operations listed with it may be called from a host
+//   function running on |stream| itself, and take effect at that point of
+//   the stream;
 // - failures are statuses that name the call that failed; a vendor error
 //   carries the vendor's error name ("hipErrorOutOfMemory").
 //
@@ -52,7 +52,8 @@ typedef struct hl_backend_function_t hl_backend_function_t;
 
 // Runs on the stream's own thread (host) or a driver thread (hip) once all
 // earlier work on the stream has completed. It must not block for long and
-// must not call into the backend.
+// must not call into the backend (except as |stream_ordered_host_work|
+// allows).
 typedef void (*hl_host_fn_t)(void* user);
 
 typedef struct hl_backend_pool_stats_t {
@@ -85,7 +86,9 @@ typedef struct hl_launch_config_t {
 } hl_launch_config_t;
 
 // A host "code object": the kernels the host backend can launch. The
-// executable layer hands this to module_load for the "host" target.
+// executable layer hands this to module_load for a device whose target (in
+// query_properties) is "host", as it hands an ELF to a device of target
+// "gfx90a": the code object follows from the target, not the kind.
 typedef void (*hl_host_kernel_fn_t)(void** params,
                                     const hl_launch_config_t* config);
 typedef struct hl_host_kernel_t {
@@ -200,19 +203,52 @@ typedef struct hl_backend_vtable_t {
   // Checked mode (HIPLINE_CHECKED): from now on, freed blocks are poisoned
   // (0xDB bytes) in stream order, so a use after free reads garbage. Only
   // backends that can do this support checked mode (the host backend); on
-  // the others the device runs unchecked.
+  // the others the device runs unchecked. A backend with this entry lets
+  // host functions on its streams write its memory, so the memory layer
+  // poisons the blocks its own suballocator frees, where those frees run in
+  // stream order (|stream_ordered_host_work|).
   void (*set_poison)(hl_backend_t* backend, bool poison);
 } hl_backend_vtable_t;
 
 struct hl_backend_t {
   const hl_backend_vtable_t* vtable;
+  // Which backend this is: for device creation, names in messages and
+  // backend-specific tests. The layers above never choose behaviour by it;
+  // they read the capabilities below.
   hl_backend_kind_t kind;
-  // True when device memory is host memory and host functions may touch it
-  // (the host backend). The memory layer then runs commands as gated host
-  // functions so failed or cancelled work is skipped, and checked mode can
-  // inspect every binding.
+  // True when device memory is host memory (the host backend): a fact about
+  // the backend for its own code and its tests (external buffers made with
+  // malloc). The layers above never read it; what they may rely on is said
+  // by the capabilities below.
   bool host_visible_memory;
-  // Capabilities (false unless the backend sets them):
+  // Capabilities (false unless the backend sets them). Each says what the
+  // layers above may do on this backend and what each layer gives with and
+  // without it; a layer tests the capability, never the kind.
+  //
+  // - stream_ordered_host_work (host backend; not hip): host functions
+  //   launched on a stream run on that stream's own worker, in order with
+  //   its other work, at the cost of any other stream item; and a stream
+  //   operation (malloc_async, free_async, memcpy_async, memset32_async,
+  //   launch_kernel, pool_trim, pool_stats) called from a host function
+  //   running on |stream| itself, for |stream|, takes effect at that point of
+  //   the stream: a copy, fill or kernel has run when the call returns.
+  //   The layers above then do every queue operation's stream work from a
+  //   gated host function, when the stream gets there (hl_stream_work_issue
+  //   in runtime/memory/memory_internal.h), rather than at issue. The same
+  //   backend calls are made either way; what the capability adds:
+  //   * cancellation until execution: an operation whose submission failed
+  //     by the time the stream reaches it (a wait that failed after it was
+  //     issued as a device-side event wait, a failed queue) does nothing;
+  //     without the capability only failures known at issue skip it, and a
+  //     later failure still fails the submission's signals;
+  //   * allocas and deallocas reach the pool in execution order (a
+  //     cancelled dealloca leaves the buffer valid, whenever its wait
+  //     failed); without it they reach the pool at issue, which stream-
+  //     ordered pools make equivalent for work that succeeds;
+  //   * root checks (use after free, allocation failed) and checked mode
+  //     see the state when the work runs; without it they see it at issue;
+  //   * the timeline gates a submission whose waits were not settled at
+  //     issue on those waits again when the stream reaches it.
   // - events_untimed: events are made without timing (hip:
   //   hipEventDisableTiming); event_elapsed_ms fails with UNIMPLEMENTED.
   // - injects_faults: the backend honours HIPLINE_FAULTS stream delays and
@@ -227,6 +263,7 @@ struct hl_backend_t {
   //   them (runtime/timeline/queue.c, "Completer"). Backend-internal host
   //   functions that touch no hipline state (hip: staging chunk delivery)
   //   remain.
+  bool stream_ordered_host_work;
   bool events_untimed;
   bool injects_faults;
   bool host_functions_serialized;

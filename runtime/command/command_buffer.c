@@ -19,9 +19,12 @@
 //
 // An execution is one hl_op_t in one submission. At submit it takes an op
 // reference on every root and records one use per root (a write when any
-// command writes it). On the host backend the steps run in one gated stream
-// host function after checking that every root is live; on other backends
-// the roots are checked at issue and each step is enqueued on the stream.
+// command writes it). The execution is one piece of stream work
+// (hl_stream_work_issue): it checks that every root is live, then enqueues
+// each step through the backend (memset32_async, memcpy_async,
+// launch_kernel). With the backend's |stream_ordered_host_work| that runs
+// when the stream gets there (a failed submission runs no step, and the
+// checks see that moment); without it, at issue.
 
 #include "hipline/command_buffer.h"
 
@@ -753,6 +756,8 @@ typedef struct hl_execute_op_t {
   uint32_t queue_id;
   uint64_t value;
   hl_submission_t* submission;
+  hl_backend_t* backend;
+  hl_backend_stream_t* stream;
   bool checked;
   hl_gated_t gate;
 } hl_execute_op_t;
@@ -788,50 +793,11 @@ static char* hl_step_pointer(const hl_command_buffer_t* cb, uint32_t root,
   return (char*)atomic_load(&cb->roots[root]->ptr) + offset;
 }
 
-static hl_status_t hl_execute_run_on_host(void* user) {
+// The stream work: check the roots, then enqueue every step.
+static hl_status_t hl_execute_run(void* user) {
   hl_execute_op_t* op = (hl_execute_op_t*)user;
   if (!hl_execute_check(op)) return NULL;
-  const hl_command_buffer_t* cb = op->cb;
-  for (size_t i = 0; i < cb->step_count; ++i) {
-    const hl_command_t* step = &cb->steps[i];
-    switch (step->kind) {
-      case HL_COMMAND_FILL: {
-        uint32_t* words =
-            (uint32_t*)hl_step_pointer(cb, step->target, step->target_offset);
-        for (uint64_t w = 0; w < step->length / 4; ++w) {
-          words[w] = step->pattern;
-        }
-        break;
-      }
-      case HL_COMMAND_UPDATE:
-        memcpy(hl_step_pointer(cb, step->target, step->target_offset),
-               cb->data + step->data_offset, (size_t)step->length);
-        break;
-      case HL_COMMAND_COPY:
-        memmove(hl_step_pointer(cb, step->target, step->target_offset),
-                hl_step_pointer(cb, step->source, step->source_offset),
-                (size_t)step->length);
-        break;
-      case HL_COMMAND_DISPATCH:
-        hl_dispatch_call_run_host(&cb->calls[step->call].call);
-        break;
-      case HL_COMMAND_BARRIER:
-        break;
-    }
-  }
-  return NULL;
-}
-
-static hl_status_t hl_execute_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
-  hl_execute_op_t* op = (hl_execute_op_t*)base;
-  op->submission = ctx->submission;
-  op->checked = ctx->device->checked;
-  hl_backend_t* b = ctx->backend;
-  if (hl_dispatch_runs_on_host(b)) {
-    return hl_issue_enqueue_gated(ctx, &op->gate, hl_execute_run_on_host, op);
-  }
-  // Without a way to run checks in stream order, check at issue.
-  if (!hl_execute_check(op)) return NULL;
+  hl_backend_t* b = op->backend;
   const hl_command_buffer_t* cb = op->cb;
   for (size_t i = 0; i < cb->step_count; ++i) {
     const hl_command_t* step = &cb->steps[i];
@@ -840,22 +806,22 @@ static hl_status_t hl_execute_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
       case HL_COMMAND_FILL:
         st = b->vtable->memset32_async(
             b, hl_step_pointer(cb, step->target, step->target_offset),
-            step->pattern, (size_t)(step->length / 4), ctx->stream);
+            step->pattern, (size_t)(step->length / 4), op->stream);
         break;
       case HL_COMMAND_UPDATE:
         st = b->vtable->memcpy_async(
             b, hl_step_pointer(cb, step->target, step->target_offset),
-            cb->data + step->data_offset, (size_t)step->length, ctx->stream);
+            cb->data + step->data_offset, (size_t)step->length, op->stream);
         break;
       case HL_COMMAND_COPY:
         st = b->vtable->memcpy_async(
             b, hl_step_pointer(cb, step->target, step->target_offset),
             hl_step_pointer(cb, step->source, step->source_offset),
-            (size_t)step->length, ctx->stream);
+            (size_t)step->length, op->stream);
         break;
       case HL_COMMAND_DISPATCH:
-        st = hl_dispatch_call_launch(b, &cb->calls[step->call].call,
-                                     ctx->stream);
+        st =
+            hl_dispatch_call_launch(b, &cb->calls[step->call].call, op->stream);
         break;
       case HL_COMMAND_BARRIER:
         break;
@@ -866,6 +832,15 @@ static hl_status_t hl_execute_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
     }
   }
   return NULL;
+}
+
+static hl_status_t hl_execute_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
+  hl_execute_op_t* op = (hl_execute_op_t*)base;
+  op->submission = ctx->submission;
+  op->checked = ctx->device->checked;
+  op->backend = ctx->backend;
+  op->stream = ctx->stream;
+  return hl_stream_work_issue(ctx, &op->gate, hl_execute_run, op);
 }
 
 static void hl_execute_release(hl_op_t* base, hl_status_t status) {

@@ -6,16 +6,15 @@
 // timeline value, each binding is recorded in its root's timeline resource:
 // reads in the use fence, writes in the mutation barrier too.
 //
-// How it runs depends on the backend, as for transfer.c:
-// - Host-visible memory (the host backend): a gated host function on the
-//   stream. It is skipped when the submission has failed; it checks that
-//   every bound root is still live at the moment the kernel would touch it,
-//   failing the submission with FAILED_PRECONDITION instead (and the queue
-//   too in checked mode); then it resolves the device pointers (root pointer
-//   plus offset) and calls the host kernel synchronously, since a host
-//   function must not enqueue more work.
-// - Other backends: the roots are checked at issue and the kernel is
-//   launched on the stream through the backend with the resolved pointers.
+// It runs the same way on every backend, as stream work (see
+// hl_stream_work_issue and transfer.c): it checks that every bound root is
+// still live, failing the submission with FAILED_PRECONDITION instead (and
+// the queue too in checked mode), resolves the device pointers (root
+// pointer plus offset) and launches the device's module function through
+// the backend's launch_kernel. The backend's |stream_ordered_host_work|
+// says when: with it (the host backend) when the stream gets there, so the
+// check sees the moment the kernel would touch the memory and a submission
+// that failed by then launches nothing; without it (hip) at issue.
 //
 // Arguments are validated against kernels/kernel_table.h before anything is
 // queued: count, kinds and scalar sizes (INVALID_ARGUMENT naming the
@@ -155,6 +154,8 @@ typedef struct hl_dispatch_op_t {
   uint32_t queue_id;
   uint64_t value;
   hl_submission_t* submission;
+  hl_backend_t* backend;
+  hl_backend_stream_t* stream;
   bool checked;
   hl_gated_t gate;
 } hl_dispatch_op_t;
@@ -189,12 +190,18 @@ static bool hl_dispatch_resolve(hl_dispatch_op_t* op) {
   return true;
 }
 
-static hl_status_t hl_dispatch_run_on_host(void* user) {
+// The stream work: check and resolve the bindings, then launch.
+static hl_status_t hl_dispatch_run(void* user) {
   hl_dispatch_op_t* op = (hl_dispatch_op_t*)user;
   if (!hl_dispatch_resolve(op)) return NULL;
-  // The host module's functions are the host code object's entries.
-  const hl_host_kernel_t* kernel = (const hl_host_kernel_t*)op->function;
-  kernel->fn(op->params, &op->config);
+  hl_backend_t* backend = op->backend;
+  HL_RETURN_IF_ERROR(
+      backend->vtable->launch_kernel(backend, op->function, &op->config,
+                                     op->params, op->stream),
+      "dispatching %s on queue %u (grid %ux%ux%u, block %ux%ux%u)",
+      op->desc->name, op->queue_id, op->config.grid.x, op->config.grid.y,
+      op->config.grid.z, op->config.block.x, op->config.block.y,
+      op->config.block.z);
   return NULL;
 }
 
@@ -202,20 +209,9 @@ static hl_status_t hl_dispatch_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   hl_dispatch_op_t* op = (hl_dispatch_op_t*)base;
   op->submission = ctx->submission;
   op->checked = ctx->device->checked;
-  hl_backend_t* backend = ctx->backend;
-  if (backend->host_visible_memory && backend->kind == HL_BACKEND_HOST) {
-    return hl_issue_enqueue_gated(ctx, &op->gate, hl_dispatch_run_on_host, op);
-  }
-  // Without a way to run checks in stream order, check at issue.
-  if (!hl_dispatch_resolve(op)) return NULL;
-  HL_RETURN_IF_ERROR(
-      backend->vtable->launch_kernel(backend, op->function, &op->config,
-                                     op->params, ctx->stream),
-      "dispatching %s on queue %u (grid %ux%ux%u, block %ux%ux%u)",
-      op->desc->name, op->queue_id, op->config.grid.x, op->config.grid.y,
-      op->config.grid.z, op->config.block.x, op->config.block.y,
-      op->config.block.z);
-  return NULL;
+  op->backend = ctx->backend;
+  op->stream = ctx->stream;
+  return hl_stream_work_issue(ctx, &op->gate, hl_dispatch_run, op);
 }
 
 static void hl_dispatch_release(hl_op_t* base, hl_status_t status) {
@@ -557,14 +553,6 @@ static void hl_dispatch_call_resolve(const hl_dispatch_call_t* call,
       slots[i].bits = call->scalars[i];
     }
   }
-}
-
-void hl_dispatch_call_run_host(const hl_dispatch_call_t* call) {
-  hl_param_slot_t slots[HL_KERNEL_MAX_PARAMS];
-  void* params[HL_KERNEL_MAX_PARAMS];
-  hl_dispatch_call_resolve(call, slots, params);
-  const hl_host_kernel_t* kernel = (const hl_host_kernel_t*)call->function;
-  kernel->fn(params, &call->config);
 }
 
 hl_status_t hl_dispatch_call_launch(hl_backend_t* backend,

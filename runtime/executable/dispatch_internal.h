@@ -35,19 +35,11 @@ hl_status_t hl_dispatch_call_init(hl_device_t* device, const char* owner,
                                   size_t arg_count, const hl_kernel_arg_t* args,
                                   hl_dispatch_call_t* out_call);
 
-// Runs |call| on the host backend, synchronously, from a stream host
-// function. The caller has checked that every bound root is live.
-void hl_dispatch_call_run_host(const hl_dispatch_call_t* call);
-
-// Launches |call| on |stream| (backends without host-visible kernels). The
-// caller has checked that every bound root is live.
+// Launches |call| on |stream| through the backend's launch_kernel. The
+// caller has checked that every bound root is live; it runs as stream work
+// (hl_stream_work_issue), so |stream| is the stream it runs for.
 hl_status_t hl_dispatch_call_launch(hl_backend_t* backend,
                                     const hl_dispatch_call_t* call,
                                     hl_backend_stream_t* stream);
-
-// True when |backend| runs kernels as host functions (the host backend).
-static inline bool hl_dispatch_runs_on_host(const hl_backend_t* backend) {
-  return backend->host_visible_memory && backend->kind == HL_BACKEND_HOST;
-}
 
 #endif  // HIPLINE_RUNTIME_EXECUTABLE_DISPATCH_INTERNAL_H_

@@ -184,17 +184,15 @@ hl_status_t hl_executable_device_module(
   if (!atomic_load_explicit(&entry->loaded, memory_order_relaxed)) {
     st = hl_cache_entry_select(entry);
     if (!st) {
-      // The host backend always runs the host code object. A GPU device
-      // loads the group's selection: passing the selected target makes the
-      // module's own matching an exact match, so the choice is not redone.
+      // Every device loads its group's selection ("host" for the host
+      // backend): passing the selected target makes the module's own
+      // matching an exact match, so the choice is not redone.
       hl_cache_lock();
       const char* selected = hl_executable_registry_target(
           hl_cache_.groups[entry->group].registry_index);
       hl_cache_unlock();
-      st = hl_executable_module_initialize(
-          device->backend,
-          device->backend->kind == HL_BACKEND_HOST ? NULL : selected,
-          &entry->module);
+      st = hl_executable_module_initialize(device->backend, selected,
+                                           &entry->module);
       if (st) {
         st = hl_status_annotate(st, "device %d (%s, target %s)",
                                 device->props.ordinal, device->props.name,

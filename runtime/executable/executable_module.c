@@ -23,25 +23,34 @@ const char* hl_kernel_name(hl_kernel_id_t id) {
   return hl_kernel_names_[id];
 }
 
-// Finds the image for |device_target| among the embedded GPU code objects.
-static hl_status_t hl_executable_find_gpu_image(const char* device_target,
-                                                const void** out_image,
-                                                size_t* out_size,
-                                                const char** out_target) {
-  const char* targets[64];
-  size_t count = hl_embedded_code_object_count;
+// Finds the image for |device_target| among every code object the library
+// has, in the registry's order (hl_executable_registry_target): the embedded
+// GPU code objects, then the host code object for target "host".
+static hl_status_t hl_executable_find_image(const char* device_target,
+                                            const void** out_image,
+                                            size_t* out_size,
+                                            const char** out_target) {
+  const char* targets[65];
+  size_t count = hl_executable_registry_target_count();
   if (count > sizeof(targets) / sizeof(targets[0])) {
-    count = sizeof(targets) / sizeof(targets[0]);
+    return HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                          "the registry lists %zu targets; at most %zu fit",
+                          count, sizeof(targets) / sizeof(targets[0]));
   }
   for (size_t i = 0; i < count; ++i) {
-    targets[i] = hl_embedded_code_objects[i]->target;
+    targets[i] = hl_executable_registry_target(i);
   }
   size_t index = 0;
   HL_RETURN_IF_ERROR_PLAIN(
       hl_executable_match_target(device_target, targets, count, &index));
-  *out_image = hl_embedded_code_objects[index]->data;
-  *out_size = hl_embedded_code_objects[index]->size;
-  *out_target = hl_embedded_code_objects[index]->target;
+  if (index < hl_embedded_code_object_count) {
+    *out_image = hl_embedded_code_objects[index]->data;
+    *out_size = hl_embedded_code_objects[index]->size;
+  } else {
+    *out_image = &hl_host_kernels_code_object;
+    *out_size = sizeof(hl_host_kernels_code_object);
+  }
+  *out_target = targets[index];
   return hl_ok_status();
 }
 
@@ -53,20 +62,16 @@ hl_status_t hl_executable_module_initialize(
   size_t size = 0;
   const char* target = NULL;
   hl_device_properties_t props;
-  if (backend->kind == HL_BACKEND_HOST) {
-    image = &hl_host_kernels_code_object;
-    size = sizeof(hl_host_kernels_code_object);
-    target = HL_TARGET_ID_HOST;
-  } else {
-    if (device_target == NULL) {
-      HL_RETURN_IF_ERROR(backend->vtable->query_properties(backend, &props),
-                         "loading kernels");
-      device_target = props.target;
-    }
-    HL_RETURN_IF_ERROR(
-        hl_executable_find_gpu_image(device_target, &image, &size, &target),
-        "loading kernels");
+  // The backend says which code object it takes through its target: a GPU
+  // its target id, the host backend "host".
+  if (device_target == NULL) {
+    HL_RETURN_IF_ERROR(backend->vtable->query_properties(backend, &props),
+                       "loading kernels");
+    device_target = props.target;
   }
+  HL_RETURN_IF_ERROR(
+      hl_executable_find_image(device_target, &image, &size, &target),
+      "loading kernels");
 
   hl_backend_module_t* module = NULL;
   HL_RETURN_IF_ERROR(

@@ -1,9 +1,10 @@
 // A kernel module loaded on one backend: the registry's code object for the
 // backend's target, with every kernel of kernels/kernel_table.h resolved.
 //
-// This is what the dispatch layer launches through. A host backend gets the
-// host code object; a GPU backend gets the embedded code object that
-// hl_executable_match_target picks for its target id.
+// This is what the dispatch layer launches through. Every backend gets the
+// code object that hl_executable_match_target picks for its target id among
+// the registry's (hl_executable_registry_target): a GPU one of the embedded
+// code objects, the host backend (target "host") the host code object.
 #ifndef HIPLINE_RUNTIME_EXECUTABLE_EXECUTABLE_MODULE_H_
 #define HIPLINE_RUNTIME_EXECUTABLE_EXECUTABLE_MODULE_H_
 
@@ -29,8 +30,9 @@ hl_kernel_id_t hl_kernel_id_from_name(const char* name);
 const char* hl_kernel_name(hl_kernel_id_t id);
 
 // Loads the code object for |backend| and resolves every kernel. The target
-// is |device_target| when not NULL, else the backend's reported target; a
-// host backend always gets the host code object. NOT_FOUND names the target
+// is |device_target| when not NULL, else the backend's reported target
+// (query_properties); "host" selects the host code object, as a GPU target
+// id selects its GPU code object. NOT_FOUND names the target
 // and the built ones when the library has no code object for it; a backend
 // failure is returned with the target added. On failure nothing stays
 // loaded. Not thread-safe on one |out_module|.

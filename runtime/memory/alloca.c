@@ -1,4 +1,23 @@
 // queue_alloca and queue_dealloca: allocation and free in queue order.
+//
+// Both do their pool work as stream work (hl_stream_work_issue), so one
+// set of rules holds on every backend:
+// - an alloca's memory is usable by work ordered after it on its queue; a
+//   failed allocation fails the alloca's submission and leaves the root
+//   FAILED (later uses fail with that cause, a dealloca of it frees
+//   nothing and is counted cancelled);
+// - a dealloca frees after its waits and the root's use fence, on its
+//   queue's stream, and the pool gives the block to the same queue at once
+//   and to other queues once the dealloca's timepoint is reached;
+// - a dealloca whose submission failed before it freed is cancelled: the
+//   buffer stays valid and may be deallocated again, decided before the
+//   failed signal is published.
+// What the backend's |stream_ordered_host_work| capability changes is when
+// the pool is used and so which failures still cancel: with it, the alloca
+// and the free run when the stream gets there, so a wait that fails at any
+// time before cancels them; without it, they run at issue, so only failures
+// known at issue cancel (a wait issued as a device-side wait that fails
+// later fails the dealloca's signal, but the memory is already freed).
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,14 +87,11 @@ static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   op->device = ctx->device;
   op->stream = ctx->stream;
   op->timeline = hl_queue_timeline(ctx->queue);
-  // On the host backend the pool is used when the stream gets here, like
-  // the frees: the pool then sees allocations and frees in execution order,
-  // so a block freed on this stream is reused at once no matter how far the
-  // host has run ahead. HIP's pool gives the same guarantee at enqueue time.
-  if (ctx->backend->host_visible_memory) {
-    return hl_issue_enqueue_gated(ctx, &op->gate, hl_alloca_allocate, op);
-  }
-  return hl_alloca_allocate(op);
+  // Where the backend runs stream work in order (stream_ordered_host_work)
+  // the pool sees allocations and frees in execution order, so a block
+  // freed on this stream is reused at once however far the host has run
+  // ahead; elsewhere the stream-ordered pool gives that at enqueue time.
+  return hl_stream_work_issue(ctx, &op->gate, hl_alloca_allocate, op);
 }
 
 static void hl_alloca_release(hl_op_t* base, hl_status_t status) {
@@ -200,8 +216,9 @@ static void hl_dealloca_freed(hl_dealloca_op_t* op) {
   hl_memory_note(op->root->device, op->queue_id, HL_MEMORY_EVENT_DEALLOCA, 0);
 }
 
-// Gated path: mark and free at the moment the stream gets here.
-static hl_status_t hl_dealloca_free_gated(void* user) {
+// The stream work: mark the root freed and return its memory on the stream.
+// The root dies exactly when this runs (checked mode sees later uses).
+static hl_status_t hl_dealloca_free(void* user) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)user;
   hl_root_t* root = op->root;
   if (atomic_load(&root->state) != HL_ROOT_LIVE) return NULL;  // Alloca failed.
@@ -216,33 +233,13 @@ static hl_status_t hl_dealloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   if (!op->frees) return NULL;  // A barrier: the waits were the point.
   op->stream = ctx->stream;
   op->timeline = hl_queue_timeline(ctx->queue);
-  hl_root_t* root = op->root;
-  hl_backend_t* backend = ctx->backend;
-  HL_TRACE_INSTANT("dealloca", root->size);
-  hl_status_t st = NULL;
-  if (backend->host_visible_memory) {
-    // The free runs when the stream gets here, behind the gate: a wait that
-    // fails cancels it, and the root dies exactly then (checked mode). The
-    // cancellation is decided before the signals are published.
-    st = hl_issue_enqueue_gated(ctx, &op->gate, hl_dealloca_free_gated, op);
-    if (!st) {
-      st = backend->vtable->launch_host_func(backend, ctx->stream,
-                                             hl_dealloca_settle_fn, op);
-    }
-  } else if (atomic_load(&root->state) == HL_ROOT_LIVE) {
-    // hipFreeAsync cannot be made conditional: only failures known by now
-    // cancel (see hl_dealloca_cancel).
-    if (!hl_root_mark_freed(root, op->who)) {
-      st = HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
-                          "root %llu is no longer live",
-                          (unsigned long long)root->id);
-    }
-    if (!st) {
-      hl_dealloca_stamp(op);
-      st = hl_root_return_memory(root, ctx->stream);
-    }
-    if (!st) hl_dealloca_freed(op);
-  }
+  HL_TRACE_INSTANT("dealloca", op->root->size);
+  // A failure that skips the free (before issue: hl_dealloca_cancel; up to
+  // the stream's point with stream_ordered_host_work: the gate) cancels the
+  // dealloca; whether it freed is settled right after, before the signals
+  // are published.
+  hl_status_t st = hl_stream_work_issue(ctx, &op->gate, hl_dealloca_free, op);
+  if (!st) st = hl_stream_work_after(ctx, hl_dealloca_settle_fn, op);
   if (st) hl_dealloca_settle(op);
   return st;
 }

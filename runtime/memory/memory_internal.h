@@ -99,7 +99,7 @@ void hl_root_record_use(hl_root_t* root, hl_queue_t* queue, uint64_t value,
 
 // Marks the root freed by |who| (later uses are use-after-free) and then
 // returns its memory in stream order on |stream|. Must not run on a stream
-// callback (except on the host backend).
+// callback, except as stream work of |stream| (hl_stream_work_issue).
 hl_status_t hl_root_free_memory(hl_root_t* root, hl_backend_stream_t* stream,
                                 const char* who);
 // The two halves of hl_root_free_memory: mark (false if it was not live) and
@@ -118,6 +118,37 @@ hl_status_t hl_root_check_live(hl_root_t* root, const char* what);
 // alloca's failure is the cause, already reported on its own signal).
 bool hl_root_check_use(hl_root_t* root, const char* what,
                        hl_submission_t* submission, bool checked);
+
+// Stream work of queue operations (runtime/memory/stream_work.c): how every
+// operation of the memory, executable and command layers does what it does
+// on its queue's stream. An operation's |issue| puts its work in one
+// function, |fn(user)|, which makes the backend calls (malloc_async,
+// free_async, memcpy_async, memset32_async, launch_kernel) on |ctx->stream|
+// after checking the roots it touches, and hands it to
+// hl_stream_work_issue. When |fn| runs is the backend's to say, through its
+// |stream_ordered_host_work| capability (runtime/backend/backend.h):
+// - with it, |fn| runs from a gated host function when the stream gets
+//   there: it is skipped when the submission has failed by then, including
+//   through a wait that failed after it was issued as a device-side wait;
+//   its checks see the state at that moment; its backend calls take effect
+//   at that point of the stream;
+// - without it, |fn| runs now, on the issuing thread, and its backend calls
+//   are enqueued behind the submission's waits: failures known at issue
+//   skip it (the queue issues no more of a failed submission's operations),
+//   and a later failure of a wait fails the submission's signals but does
+//   not undo the work.
+// Either way a status returned by |fn| fails the submission (not the
+// queue). |gate| is the operation's storage for the gated call; it must
+// live until the submission completes.
+hl_status_t hl_stream_work_issue(hl_issue_ctx_t* ctx, hl_gated_t* gate,
+                                 hl_gated_fn_t fn, void* user);
+
+// Runs |fn(user)| after the work issued by hl_stream_work_issue on
+// |ctx->stream| has run or been skipped, and before the submission's signals
+// are published: on the stream with |stream_ordered_host_work|, now
+// otherwise. For decisions that depend on whether the work ran.
+hl_status_t hl_stream_work_after(hl_issue_ctx_t* ctx, hl_host_fn_t fn,
+                                 void* user);
 
 // Per-device memory state (the device's HL_DEVICE_EXTENSION_MEMORY slot).
 typedef struct hl_fallback_t hl_fallback_t;

@@ -34,9 +34,11 @@ hl_suballocator_t* hl_memory_pool_suballocator(hl_device_t* device) {
     hl_pool_attributes_t attrs;
     st = backend->vtable->pool_get_attributes(backend, &attrs);
     if (!st) {
+      // Checked mode poisons freed blocks; the suballocator's frees happen
+      // at their point of the stream only with stream_ordered_host_work.
       st = hl_suballocator_create(
           backend, attrs.release_threshold,
-          device->checked && backend->host_visible_memory, &sa);
+          device->checked && backend->stream_ordered_host_work, &sa);
     }
     if (st) {
       HL_LOG_ERROR("creating the suballocator: %s", hl_status_message(st));

@@ -459,11 +459,12 @@ static uint64_t hl_sa_trim_locked(hl_suballocator_t* sa, uint64_t keep,
       hl_suballocation_t* b = slab->first;
       hl_sa_refresh(sa, b);
       hl_backend_stream_t* on = NULL;
-      // Frees on backends with host-visible memory ran in execution order
-      // (all earlier work of |stream| is done); elsewhere the slab goes back
-      // behind this queue's work in stream order.
+      // With stream_ordered_host_work the alloca that trims runs as stream
+      // work when |stream| gets there, so all earlier work of |stream| is
+      // done; at issue (without it) the slab goes back behind this queue's
+      // work in stream order.
       bool own_queue = stream && b->free_queue == queue_id;
-      if (own_queue && !sa->backend->host_visible_memory) {
+      if (own_queue && !sa->backend->stream_ordered_host_work) {
         on = stream;
       } else if (own_queue || b->free_queue == HL_SUBALLOC_NO_QUEUE) {
         // Every use is complete: a stream of our own, idle, lets the driver

@@ -20,8 +20,9 @@
 //
 // Thread-safe: one mutex per suballocator. Calls the backend's malloc_async
 // and free_async with it held, never the scheduler; callers may hold the
-// scheduler lock. On backends with host_visible_memory it may be called from
-// a host function running on |stream| (the gated alloca and dealloca).
+// scheduler lock. On backends with stream_ordered_host_work it may be called
+// from a host function running on |stream| (the alloca and dealloca run as
+// stream work there).
 #ifndef HIPLINE_RUNTIME_MEMORY_SUBALLOCATOR_H_
 #define HIPLINE_RUNTIME_MEMORY_SUBALLOCATOR_H_
 
@@ -55,7 +56,8 @@ typedef struct hl_suballocator_stats_t {
 // Creates a suballocator over |backend|'s pool. Whole free slabs beyond
 // |release_threshold| bytes go back at synchronization points (UINT64_MAX
 // keeps them). |poison| fills freed blocks with 0xDB (checked mode on
-// backends with host-visible memory, where frees run in execution order).
+// backends with stream_ordered_host_work, where frees run in execution
+// order).
 hl_status_t hl_suballocator_create(hl_backend_t* backend,
                                    uint64_t release_threshold, bool poison,
                                    hl_suballocator_t** out_suballocator);

@@ -1,15 +1,15 @@
 // Queue operations that move bytes: fill, copy, read and write.
 //
-// On backends with host-visible memory the work runs as a gated host
-// function on the stream: it is skipped when the submission has failed, and
-// it checks that every root it touches is still live when it runs (the
-// moment a use-after-free would happen), failing with FAILED_PRECONDITION
-// instead of touching freed memory. In checked mode that also fails the
-// queue. Elsewhere the backend's async copy and fill are enqueued.
+// Each is stream work (hl_stream_work_issue): it checks that every root it
+// touches is still live, failing the submission with FAILED_PRECONDITION
+// instead of touching freed memory (in checked mode the queue fails too),
+// then enqueues the backend's memset32_async or memcpy_async. With the
+// backend's |stream_ordered_host_work| that happens when the stream gets
+// there, so the check sees the moment a use after free would happen and a
+// submission that failed by then skips the transfer; without it, at issue.
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "runtime/memory/memory_internal.h"
 
@@ -36,6 +36,8 @@ typedef struct hl_transfer_op_t {
   uint32_t queue_id;
   uint64_t value;
   hl_submission_t* submission;
+  hl_backend_t* backend;
+  hl_backend_stream_t* stream;
   bool checked;
   hl_gated_t gate;
 } hl_transfer_op_t;
@@ -65,45 +67,11 @@ static bool hl_transfer_check(hl_transfer_op_t* op) {
   return true;
 }
 
-static hl_status_t hl_transfer_run_on_host(void* user) {
+// The stream work: check the roots, then copy or fill on the stream.
+static hl_status_t hl_transfer_run(void* user) {
   hl_transfer_op_t* op = (hl_transfer_op_t*)user;
   if (!hl_transfer_check(op)) return NULL;
-  char* src = op->source
-                  ? (char*)atomic_load(&op->source->ptr) + op->source_offset
-                  : NULL;
-  char* dst = op->target
-                  ? (char*)atomic_load(&op->target->ptr) + op->target_offset
-                  : NULL;
-  switch (op->kind) {
-    case HL_TRANSFER_FILL: {
-      uint32_t* words = (uint32_t*)dst;
-      for (uint64_t i = 0; i < op->length / 4; ++i) words[i] = op->pattern;
-      break;
-    }
-    case HL_TRANSFER_COPY:
-      memmove(dst, src, (size_t)op->length);
-      break;
-    case HL_TRANSFER_READ:
-      memcpy(op->host_target, src, (size_t)op->length);
-      break;
-    case HL_TRANSFER_WRITE:
-      memcpy(dst, op->host_source, (size_t)op->length);
-      break;
-  }
-  return NULL;
-}
-
-static hl_status_t hl_transfer_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
-  hl_transfer_op_t* op = (hl_transfer_op_t*)base;
-  op->submission = ctx->submission;
-  op->checked = ctx->device->checked;
-  if (op->length == 0) return NULL;
-  if (ctx->backend->host_visible_memory) {
-    return hl_issue_enqueue_gated(ctx, &op->gate, hl_transfer_run_on_host, op);
-  }
-  // Without a way to run checks in stream order, check at issue.
-  if (!hl_transfer_check(op)) return NULL;
-  hl_backend_t* b = ctx->backend;
+  hl_backend_t* b = op->backend;
   char* src = op->source
                   ? (char*)atomic_load(&op->source->ptr) + op->source_offset
                   : NULL;
@@ -113,18 +81,28 @@ static hl_status_t hl_transfer_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   switch (op->kind) {
     case HL_TRANSFER_FILL:
       return b->vtable->memset32_async(b, dst, op->pattern,
-                                       (size_t)(op->length / 4), ctx->stream);
+                                       (size_t)(op->length / 4), op->stream);
     case HL_TRANSFER_COPY:
       return b->vtable->memcpy_async(b, dst, src, (size_t)op->length,
-                                     ctx->stream);
+                                     op->stream);
     case HL_TRANSFER_READ:
       return b->vtable->memcpy_async(b, op->host_target, src,
-                                     (size_t)op->length, ctx->stream);
+                                     (size_t)op->length, op->stream);
     case HL_TRANSFER_WRITE:
       return b->vtable->memcpy_async(b, dst, op->host_source,
-                                     (size_t)op->length, ctx->stream);
+                                     (size_t)op->length, op->stream);
   }
   return NULL;
+}
+
+static hl_status_t hl_transfer_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
+  hl_transfer_op_t* op = (hl_transfer_op_t*)base;
+  op->submission = ctx->submission;
+  op->checked = ctx->device->checked;
+  op->backend = ctx->backend;
+  op->stream = ctx->stream;
+  if (op->length == 0) return NULL;
+  return hl_stream_work_issue(ctx, &op->gate, hl_transfer_run, op);
 }
 
 static void hl_transfer_release(hl_op_t* base, hl_status_t status) {

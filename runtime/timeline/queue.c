@@ -501,7 +501,7 @@ static bool hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
           true);
       st = NULL;
     }
-    if (!atomic_load(&sub->failure) && backend->host_visible_memory &&
+    if (!atomic_load(&sub->failure) && backend->stream_ordered_host_work &&
         !ctx.waits_settled) {
       st = hl_issue_enqueue_gated(&ctx, &sub->gate, hl_submission_gate_check,
                                   sub);

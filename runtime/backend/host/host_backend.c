@@ -3,6 +3,11 @@
 // Streams are FIFOs served by worker threads, events are (stream, sequence)
 // pairs, and memory comes from a stream-ordered pool over host memory that
 // follows HIP's reuse rules. It is the backend every test runs on.
+//
+// It has |stream_ordered_host_work|: host functions run on their stream's
+// worker, and a copy, fill or kernel launched from a host function for its
+// own stream runs right there instead of being queued (allocations and
+// frees made there take effect there too, host_pool.c).
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +175,12 @@ static hl_status_t hl_host_memcpy_async(hl_backend_t* backend, void* dst,
                           "memcpy_async of %zu bytes with a NULL pointer",
                           size);
   }
+  if (hl_host_stream_is_current(stream)) {
+    // From a host function on |stream|: this is the stream's point
+    // (stream_ordered_host_work).
+    if (size) memmove(dst, src, size);
+    return NULL;
+  }
   hl_host_item_t* item = NULL;
   HL_RETURN_IF_ERROR(
       hl_host_item_alloc(hl_host_cast(backend), HL_HOST_ITEM_MEMCPY, &item),
@@ -188,6 +199,11 @@ static hl_status_t hl_host_memset32_async(hl_backend_t* backend, void* dst,
                           "memset32_async: destination %p is NULL or not "
                           "4-byte aligned",
                           dst);
+  }
+  if (hl_host_stream_is_current(stream)) {
+    uint32_t* words = (uint32_t*)dst;
+    for (size_t i = 0; i < count; ++i) words[i] = value;
+    return NULL;
   }
   hl_host_item_t* item = NULL;
   HL_RETURN_IF_ERROR(
@@ -311,6 +327,11 @@ static hl_status_t hl_host_launch_kernel(hl_backend_t* backend,
                           "launch_kernel(%s): bad parameter list",
                           kernel->name);
   }
+  if (hl_host_stream_is_current(stream)) {
+    // |params| stay valid for the call, so the kernel reads them in place.
+    kernel->fn(params, config);
+    return NULL;
+  }
   hl_host_item_t* item = NULL;
   HL_RETURN_IF_ERROR(
       hl_host_item_alloc(hl_host_cast(backend), HL_HOST_ITEM_KERNEL, &item),
@@ -384,6 +405,7 @@ hl_status_t hl_host_backend_create(int ordinal, hl_allocator_t allocator,
   device->base.vtable = &hl_host_vtable;
   device->base.kind = HL_BACKEND_HOST;
   device->base.host_visible_memory = true;
+  device->base.stream_ordered_host_work = true;
   device->base.injects_faults = true;
   device->base.host_allocator = allocator;
   device->ordinal = ordinal;

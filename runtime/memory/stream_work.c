@@ -1,0 +1,26 @@
+// Stream work of queue operations (see hl_stream_work_issue in
+// memory_internal.h): the one place that decides, from the backend's
+// |stream_ordered_host_work| capability, whether an operation's work runs
+// when its stream gets there or when it is issued.
+
+#include "runtime/memory/memory_internal.h"
+
+hl_status_t hl_stream_work_issue(hl_issue_ctx_t* ctx, hl_gated_t* gate,
+                                 hl_gated_fn_t fn, void* user) {
+  if (ctx->backend->stream_ordered_host_work) {
+    return hl_issue_enqueue_gated(ctx, gate, fn, user);
+  }
+  // Host functions here run on a shared driver thread and may not call the
+  // backend: the work is enqueued now, behind the submission's waits.
+  return fn(user);
+}
+
+hl_status_t hl_stream_work_after(hl_issue_ctx_t* ctx, hl_host_fn_t fn,
+                                 void* user) {
+  hl_backend_t* backend = ctx->backend;
+  if (backend->stream_ordered_host_work) {
+    return backend->vtable->launch_host_func(backend, ctx->stream, fn, user);
+  }
+  fn(user);
+  return NULL;
+}
