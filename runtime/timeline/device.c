@@ -1,5 +1,6 @@
-// Devices: a backend device plus the event pool, the queue registry and the
-// completion thread that runs deferred work (never on a stream callback).
+// Devices: lifecycle (creation, layer extensions, destruction), options and
+// environment checks. The work thread is in scheduler.c, the event pool in
+// event_pool.c, and what walks a device's queues in queue.c.
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -194,90 +195,6 @@ static void hl_device_destroy(hl_device_t* device);
 static atomic_int_least64_t hl_live_devices_;
 
 int64_t hl_device_live_count(void) { return atomic_load(&hl_live_devices_); }
-
-static int hl_device_work_main(void* arg) {
-  hl_device_t* device = (hl_device_t*)arg;
-  mtx_lock(&device->work_mutex);
-  for (;;) {
-    while (!device->work_head && !device->work_stop) {
-      cnd_wait(&device->work_cond, &device->work_mutex);
-    }
-    hl_work_t* work = device->work_head;
-    if (!work) break;  // Stopped and drained.
-    device->work_head = work->next;
-    if (!device->work_head) device->work_tail = NULL;
-    mtx_unlock(&device->work_mutex);
-    work->fn(work);
-    mtx_lock(&device->work_mutex);
-    --device->work_pending;
-    cnd_broadcast(&device->work_cond);
-  }
-  mtx_unlock(&device->work_mutex);
-  return 0;
-}
-
-static void hl_device_push_work(hl_device_t* device, hl_work_t* work,
-                                bool reserved) {
-  work->next = NULL;
-  mtx_lock(&device->work_mutex);
-  if (device->work_tail) {
-    device->work_tail->next = work;
-  } else {
-    device->work_head = work;
-  }
-  device->work_tail = work;
-  if (!reserved) ++device->work_pending;
-  cnd_broadcast(&device->work_cond);
-  mtx_unlock(&device->work_mutex);
-}
-
-void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work) {
-  hl_device_push_work(device, work, false);
-}
-
-void hl_device_reserve_work(hl_device_t* device) {
-  mtx_lock(&device->work_mutex);
-  ++device->work_pending;
-  mtx_unlock(&device->work_mutex);
-}
-
-void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work) {
-  hl_device_push_work(device, work, true);
-}
-
-void hl_device_unreserve_work(hl_device_t* device) {
-  mtx_lock(&device->work_mutex);
-  if (--device->work_pending == 0) cnd_broadcast(&device->work_cond);
-  mtx_unlock(&device->work_mutex);
-}
-
-void hl_device_flush_work(hl_device_t* device) {
-  mtx_lock(&device->work_mutex);
-  while (device->work_pending)
-    cnd_wait(&device->work_cond, &device->work_mutex);
-  mtx_unlock(&device->work_mutex);
-}
-
-//===----------------------------------------------------------------------===//
-// Event pool
-//===----------------------------------------------------------------------===//
-
-void hl_device_recycle_event(hl_device_t* device, hl_backend_event_t* event) {
-  if (device->free_event_count == device->free_event_capacity) {
-    uint32_t capacity =
-        device->free_event_capacity ? device->free_event_capacity * 2 : 64;
-    hl_backend_event_t** events =
-        realloc(device->free_events, capacity * sizeof(*events));
-    if (!events) {
-      device->backend->vtable->event_destroy(device->backend, event);
-      atomic_fetch_sub(&device->live_events, 1);
-      return;
-    }
-    device->free_events = events;
-    device->free_event_capacity = capacity;
-  }
-  device->free_events[device->free_event_count++] = event;
-}
 
 //===----------------------------------------------------------------------===//
 // Devices
@@ -629,27 +546,6 @@ hl_status_t hl_device_trim(hl_device_t* device, uint64_t min_bytes_to_keep) {
   return device->backend->vtable->pool_trim(device->backend, min_bytes_to_keep);
 }
 
-hl_status_t hl_device_snapshot_queues(hl_device_t* device,
-                                      hl_queue_t*** out_queues,
-                                      uint32_t* out_count) {
-  hl_timeline_lock();
-  uint32_t count = device->queue_count;
-  hl_queue_t** queues = count ? malloc(count * sizeof(*queues)) : NULL;
-  if (count && !queues) {
-    hl_timeline_unlock();
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "snapshotting %u queues", count);
-  }
-  for (uint32_t i = 0; i < count; ++i) {
-    queues[i] = device->queues[i];
-    hl_queue_retain(queues[i]);
-  }
-  hl_timeline_unlock();
-  *out_queues = queues;
-  *out_count = count;
-  return NULL;
-}
-
 void hl_device_apply_release_threshold(hl_device_t* device) {
   hl_pool_attributes_t attrs;
   hl_backend_t* backend = device->backend;
@@ -659,34 +555,4 @@ void hl_device_apply_release_threshold(hl_device_t* device) {
     st = backend->vtable->pool_trim(backend, attrs.release_threshold);
   }
   hl_status_ignore(st);  // Trimming is an optimisation; memory stays valid.
-}
-
-hl_status_t hl_device_wait_idle(hl_device_t* device, int64_t deadline) {
-  if (!device) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "hl_device_wait_idle: device is NULL");
-  }
-  hl_queue_t** queues = NULL;
-  uint32_t count = 0;
-  HL_RETURN_IF_ERROR_PLAIN(hl_device_snapshot_queues(device, &queues, &count));
-  hl_status_t st = NULL;
-  // Every queue is waited for, even after one failed, so no work submitted
-  // before this call runs after it returns; the first error is returned.
-  for (uint32_t i = 0; i < count; ++i) {
-    hl_status_t queue_st = hl_queue_wait_idle(queues[i], deadline);
-    if (!st) {
-      st = queue_st;
-    } else {
-      hl_status_free(queue_st);
-    }
-    hl_queue_release(queues[i]);
-  }
-  free(queues);
-  // Completions and deferred frees triggered by that work are queued by now;
-  // let them run so statistics are settled when this returns.
-  if (!st && !thrd_equal(thrd_current(), device->work_thread)) {
-    hl_device_flush_work(device);
-  }
-  if (!st) hl_device_apply_release_threshold(device);
-  return st;
 }

@@ -339,13 +339,6 @@ hl_status_t hl_issue_enqueue_gated(hl_issue_ctx_t* ctx, hl_gated_t* storage,
                                                 hl_gated_thunk, storage);
 }
 
-void hl_shared_event_drop_locked(hl_shared_event_t* shared) {
-  if (--shared->refs == 0) {
-    hl_device_recycle_event(shared->device, shared->event);
-    free(shared);
-  }
-}
-
 // Issuing a submission takes three steps, so that no backend call runs
 // under the scheduler lock (a full HIP stream, or a slow driver, would stall
 // every queue and every completion otherwise):
@@ -1362,4 +1355,59 @@ void hl_queue_stats(hl_queue_t* queue, hl_queue_stats_t* out_stats) {
   *out_stats = queue->stats;
   out_stats->submitted_value = queue->next_value;
   hl_timeline_unlock();
+}
+
+//===----------------------------------------------------------------------===//
+// Walking a device's queues
+//===----------------------------------------------------------------------===//
+
+hl_status_t hl_device_snapshot_queues(hl_device_t* device,
+                                      hl_queue_t*** out_queues,
+                                      uint32_t* out_count) {
+  hl_timeline_lock();
+  uint32_t count = device->queue_count;
+  hl_queue_t** queues = count ? malloc(count * sizeof(*queues)) : NULL;
+  if (count && !queues) {
+    hl_timeline_unlock();
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "snapshotting %u queues", count);
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    queues[i] = device->queues[i];
+    hl_queue_retain(queues[i]);
+  }
+  hl_timeline_unlock();
+  *out_queues = queues;
+  *out_count = count;
+  return NULL;
+}
+
+hl_status_t hl_device_wait_idle(hl_device_t* device, int64_t deadline) {
+  if (!device) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_device_wait_idle: device is NULL");
+  }
+  hl_queue_t** queues = NULL;
+  uint32_t count = 0;
+  HL_RETURN_IF_ERROR_PLAIN(hl_device_snapshot_queues(device, &queues, &count));
+  hl_status_t st = NULL;
+  // Every queue is waited for, even after one failed, so no work submitted
+  // before this call runs after it returns; the first error is returned.
+  for (uint32_t i = 0; i < count; ++i) {
+    hl_status_t queue_st = hl_queue_wait_idle(queues[i], deadline);
+    if (!st) {
+      st = queue_st;
+    } else {
+      hl_status_free(queue_st);
+    }
+    hl_queue_release(queues[i]);
+  }
+  free(queues);
+  // Completions and deferred frees triggered by that work are queued by now;
+  // let them run so statistics are settled when this returns.
+  if (!st && !thrd_equal(thrd_current(), device->work_thread)) {
+    hl_device_flush_work(device);
+  }
+  if (!st) hl_device_apply_release_threshold(device);
+  return st;
 }

@@ -6,18 +6,7 @@
 #include "runtime/base/time_util.h"
 #include "runtime/timeline/timeline_internal.h"
 
-static mtx_t hl_timeline_mutex_;
-static once_flag hl_timeline_once_ = ONCE_FLAG_INIT;
 static atomic_uint_least64_t hl_next_semaphore_id_ = 1;
-
-static void hl_timeline_init(void) { mtx_init(&hl_timeline_mutex_, mtx_plain); }
-
-void hl_timeline_lock(void) {
-  call_once(&hl_timeline_once_, hl_timeline_init);
-  mtx_lock(&hl_timeline_mutex_);
-}
-
-void hl_timeline_unlock(void) { mtx_unlock(&hl_timeline_mutex_); }
 
 hl_status_t hl_semaphore_create(uint64_t initial_value,
                                 hl_allocator_t host_allocator,
@@ -261,10 +250,6 @@ hl_status_t hl_semaphore_wait(hl_semaphore_t* semaphore, uint64_t value,
                                 NULL);
 }
 
-int hl_timeline_cond_wait(cnd_t* cond, hl_time_t deadline) {
-  return hl_cnd_wait_until(cond, &hl_timeline_mutex_, deadline);
-}
-
 #define HL_WAIT_MANY_MAX 64
 
 hl_status_t hl_semaphore_wait_pairs(hl_wait_mode_t mode, size_t count,
@@ -326,7 +311,7 @@ hl_status_t hl_semaphore_wait_pairs(hl_wait_mode_t mode, size_t count,
     }
     bool fired = false;
     while (!fired) {
-      int rc = hl_cnd_wait_until(&cond, &hl_timeline_mutex_, deadline);
+      int rc = hl_timeline_cond_wait(&cond, deadline);
       for (size_t i = 0; i < count; ++i) fired |= waiters[i].fired;
       if (rc == thrd_timedout) break;
     }

@@ -149,6 +149,10 @@ void hl_device_extension_set_trim(hl_device_t* device,
                                   hl_device_extension_id_t id,
                                   hl_device_extension_trim_fn_t trim);
 
+// The body of |device|'s work thread (scheduler.c): runs queued work in
+// order until work_stop is set and the queue is drained.
+int hl_device_work_main(void* arg);
+
 // Queues |work| on |device|'s completion thread.
 void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work);
 // Counts one work item as pending before it is queued (flushes wait for it),
@@ -164,7 +168,8 @@ void hl_device_flush_work(hl_device_t* device);
 // runtime's own threads, which never block on a queue's depth.
 bool hl_device_on_runtime_thread(hl_device_t* device);
 
-// Event pool (scheduler lock held). Issuing takes events straight from
+// Event pool (event_pool.c, scheduler lock held). Issuing takes events
+// straight from
 // device->free_events and creates one, unlocked, when it is empty.
 void hl_device_recycle_event(hl_device_t* device, hl_backend_event_t* event);
 
