@@ -14,3 +14,8 @@ hl_add_test(command_buffer_fork_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/command_buffer_fork_test.c
   LABELS command_buffer concurrency
   TIMEOUT 600)
+
+# Conformance: the same executables on the hip test runtime and on a GPU.
+foreach(part "" _property _fork)
+  hl_add_cts(command_buffer${part}_test GPU)
+endforeach()

@@ -581,6 +581,11 @@ static void test_use_after_free_checked(void** state) {
   (void)state;
   cb_env_t env;
   cb_env_init(&env, 1);
+  if (!hl_device_checked(env.device)) {
+    hl_semaphore_release(env.sem);
+    hl_queue_release(env.queue);
+  }
+  hl_test_require_checked(env.device);
   hl_buffer_t* b = cb_alloca(&env, 256);
   hl_command_buffer_t* cb = cb_create(&env, 0);
   HL_ASSERT_OK(hl_command_buffer_fill(cb, b, 0, 256, 1));

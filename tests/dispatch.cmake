@@ -1,28 +1,21 @@
 # Kernel dispatch (runtime/executable/dispatch.c) and the kernel-backed
-# functions. One source, two uses:
-# - dispatch_test, on the host backend: every kernel against the host oracle,
-#   argument validation, use-after-free in checked mode, the invocation
-#   functions, and the per-device module cache;
-# - dispatch_gpu_test (requires-gpu): fill/verify/copy/axpy on the hip
-#   backend; exits 77 (skipped) without a HIP device.
-set(hl_dispatch_test_source ${CMAKE_CURRENT_SOURCE_DIR}/dispatch_test.c)
+# functions: every kernel against the host oracle, argument validation,
+# use after free (checked and not), the invocation functions, and the
+# per-device module cache. One executable for every backend:
+# - dispatch_test on the host backend (cts);
+# - dispatch_test_hiprt on the hip test runtime, which runs the host
+#   reference kernels named in the embedded code object (two devices, for the
+#   cross-device and cache tests);
+# - dispatch_gpu_test (requires-gpu) on a real HIP device; exits 77
+#   (skipped) without one.
 hl_add_test(dispatch_test
-  SOURCES ${hl_dispatch_test_source}
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/dispatch_test.c
   LABELS dispatch kernels
   TIMEOUT 120)
-hl_add_test(dispatch_gpu_test
-  SOURCES ${hl_dispatch_test_source}
-  LABELS dispatch kernels
-  TIMEOUT 120
-  GPU)
-target_compile_definitions(dispatch_gpu_test PRIVATE HL_DISPATCH_TEST_GPU=1)
-
-# Conformance: dispatch_test is the host copy; dispatch_gpu_test's kernels
-# run again on the hip test runtime, which runs the host reference kernels
-# named in the embedded code object.
-set_property(TEST dispatch_test APPEND PROPERTY LABELS cts)
-add_dependencies(dispatch_gpu_test hl_hip_test_runtime_6_2)
-add_test(NAME dispatch_gpu_test_hiprt COMMAND dispatch_gpu_test)
-set_tests_properties(dispatch_gpu_test_hiprt PROPERTIES
-  ENVIRONMENT "${hl_hip_test_runtime_env}"
-  LABELS "dispatch;kernels;cts;hip" TIMEOUT 120)
+hl_add_cts(dispatch_test)
+set_property(TEST dispatch_test_hiprt APPEND PROPERTY ENVIRONMENT
+  HL_HIP_TEST_RUNTIME_DEVICES=2)
+add_test(NAME dispatch_gpu_test COMMAND dispatch_test)
+set_tests_properties(dispatch_gpu_test PROPERTIES
+  ENVIRONMENT HIPLINE_TEST_BACKEND=hip SKIP_RETURN_CODE 77
+  LABELS "dispatch;kernels;requires-gpu" TIMEOUT 120)

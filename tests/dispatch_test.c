@@ -1,12 +1,11 @@
-// Kernel dispatch and the kernel-backed functions (hipline/dispatch.h).
-//
-// One source, two uses:
-// - dispatch_test runs on the host backend (HIPLINE_HOST_DEVICES=2 is set
-//   before any device exists): each kernel against the host oracle,
-//   argument validation, use-after-free in checked mode, the kernel-backed
-//   functions through invocations, and the per-device module cache;
-// - dispatch_gpu_test (HL_DISPATCH_TEST_GPU=1) runs fill/verify/copy on the
-//   hip backend and exits 77 (skipped) without a HIP device.
+// Kernel dispatch and the kernel-backed functions (hipline/dispatch.h), on
+// the backend tests/test_util.h picks (HIPLINE_TEST_BACKEND): each kernel
+// against the host oracle, argument validation, use after free (checked mode
+// where the backend has it), the kernel-backed functions through
+// invocations, and the per-device module cache. The cross-device and cache
+// tests need two devices (HIPLINE_HOST_DEVICES=2 is set before any device
+// exists; the hip test runtime gets HL_HIP_TEST_RUNTIME_DEVICES=2) and skip
+// with one. Without a HIP device the hip copies exit 77 (skipped).
 #include "hipline/dispatch.h"
 
 #include <float.h>
@@ -22,6 +21,7 @@
 #include "hipline/semaphore.h"
 #include "hipline/time.h"
 #include "runtime/executable/executable_cache.h"
+#include "runtime/timeline/timeline_internal.h"
 #include "tests/test_util.h"
 
 #define MS ((hl_duration_t)1000000)
@@ -58,11 +58,10 @@ static void timeline_wait(timeline_t* t) {
   HL_ASSERT_OK(hl_semaphore_wait(t->sem, t->value, DEADLINE()));
 }
 
-static hl_device_t* make_device(hl_backend_kind_t backend, int ordinal,
-                                int checked) {
+static hl_device_t* make_device(int ordinal, int checked) {
   hl_device_options_t o;
   hl_device_options_initialize(&o);
-  o.backend = backend;
+  o.backend = hl_test_backend_kind();
   o.ordinal = ordinal;
   o.checked = checked;
   hl_device_t* d = NULL;
@@ -176,9 +175,20 @@ typedef struct fixture_t {
   hl_queue_t* queue;
 } fixture_t;
 
-static int fixture_setup_backend(void** state, hl_backend_kind_t backend) {
+// Skips the current test unless the test backend has two devices.
+static void require_two_devices(void) {
+  hl_backend_info_t info;
+  HL_ASSERT_OK(hl_backend_query(hl_test_backend_kind(), &info));
+  if (info.device_count < 2) {
+    print_message("skipped: needs two devices, the backend has %u\n",
+                  (unsigned)info.device_count);
+    skip();
+  }
+}
+
+static int fixture_setup(void** state) {
   fixture_t* f = calloc(1, sizeof(*f));
-  f->device = make_device(backend, 0, 0);
+  f->device = make_device(0, 0);
   f->queue = make_queue(f->device);
   *state = f;
   return 0;
@@ -318,15 +328,6 @@ static void test_axpy_kernel(void** state) {
   hl_buffer_release(by);
 }
 
-#if !HL_DISPATCH_TEST_GPU
-//===----------------------------------------------------------------------===//
-// Host backend only
-//===----------------------------------------------------------------------===//
-
-static int host_setup(void** state) {
-  return fixture_setup_backend(state, HL_BACKEND_HOST);
-}
-
 static void test_spin_kernel(void** state) {
   fixture_t* f = *state;
   hl_buffer_t* counter = alloc_sync(f->queue, 4);
@@ -464,7 +465,8 @@ static void test_dispatch_validation(void** state) {
 
 static void test_dispatch_rejects_other_device_buffer(void** state) {
   fixture_t* f = *state;
-  hl_device_t* other = make_device(HL_BACKEND_HOST, 1, 0);
+  require_two_devices();
+  hl_device_t* other = make_device(1, 0);
   hl_queue_t* other_queue = make_queue(other);
   hl_buffer_t* foreign = alloc_sync(other_queue, 64);
   hl_kernel_arg_t args[3] = {buf_arg(foreign, 0, 64, HL_ACCESS_WRITE),
@@ -481,7 +483,8 @@ static void test_dispatch_rejects_other_device_buffer(void** state) {
 // A dispatch that runs after its buffer's dealloca fails instead of
 // touching freed memory; in checked mode the queue fails too.
 static void check_use_after_free(int checked) {
-  hl_device_t* d = make_device(HL_BACKEND_HOST, 0, checked);
+  hl_device_t* d = make_device(0, checked);
+  if (checked) hl_test_require_checked(d);
   hl_queue_t* q = make_queue(d);
   hl_buffer_t* b = alloc_sync(q, 1024);
   timeline_t t;
@@ -700,8 +703,16 @@ static void test_kernel_functions(void** state) {
 
 // The chain inside clone: a failed wait fence fails the alloca, and the
 // copy after it, so the invocation's signal carries the original failure.
+// The copy is issued behind the failed alloca's event before that failure
+// reaches the chain's semaphore: only a backend that checks the copy when
+// the stream gets there skips it with the wait's status (without, the copy's
+// check at issue finds the memory missing: FAILED_PRECONDITION).
 static void test_clone_propagates_wait_failure(void** state) {
-  fixture_t* f = *state;
+  hl_device_t* device = make_device(0, 0);
+  hl_test_require_stream_ordered_host_work(device);
+  fixture_t fixture = {device, make_queue(device)};
+  fixture_t* f = &fixture;
+  *state = f;
   HL_ASSERT_OK(hl_kernels_register_functions());
   hl_buffer_t* a = alloc_sync(f->queue, 256);
   hl_semaphore_t* upstream = NULL;
@@ -730,6 +741,9 @@ static void test_clone_propagates_wait_failure(void** state) {
   HL_ASSERT_OK(hl_function_unregister("hipline.copy"));
   HL_ASSERT_OK(hl_function_unregister("hipline.clone"));
   HL_ASSERT_OK(hl_function_unregister("hipline.axpy2"));
+  HL_ASSERT_OK(hl_queue_wait_idle(f->queue, DEADLINE()));
+  hl_queue_release(f->queue);
+  hl_device_release(f->device);
 }
 
 // Devices are destroyed by their last release, which may finish on another
@@ -745,14 +759,14 @@ static hl_executable_cache_stats_t cache_settle(uint32_t devices) {
   return s;
 }
 
-// Two host devices each load the module once, however many dispatches, and
-// share one group; destroying a device unloads its module.
+// Two devices of one target each load the module once, however many
+// dispatches, and share one group; destroying a device unloads its module.
 static void test_module_loaded_once_per_device(void** state) {
   (void)state;
+  require_two_devices();
   // Every earlier test released its devices.
   hl_executable_cache_stats_t s0 = cache_settle(0);
-  hl_device_t* d[2] = {make_device(HL_BACKEND_HOST, 0, 0),
-                       make_device(HL_BACKEND_HOST, 1, 0)};
+  hl_device_t* d[2] = {make_device(0, 0), make_device(1, 0)};
   hl_queue_t* q[2] = {make_queue(d[0]), make_queue(d[1])};
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < 2; ++i) {
@@ -772,8 +786,10 @@ static void test_module_loaded_once_per_device(void** state) {
   HL_ASSERT_OK(hl_executable_device_group(d[0], &g0, &t0));
   HL_ASSERT_OK(hl_executable_device_group(d[1], &g1, &t1));
   assert_int_equal(g0, g1);
-  assert_string_equal(t0, "host");
-  assert_string_equal(t1, "host");
+  assert_string_equal(t0, t1);
+  if (hl_test_backend_kind() == HL_BACKEND_HOST) {
+    assert_string_equal(t0, "host");
+  }
   // Selection happens once per distinct target, not per device.
   assert_true(s1.selections <= s1.groups);
   for (int i = 0; i < 2; ++i) {
@@ -807,8 +823,9 @@ static int race_main(void* arg) {
 static void test_concurrent_first_dispatch_loads_once(void** state) {
   (void)state;
   hl_executable_cache_stats_t s0, s1;
+  require_two_devices();
   hl_executable_cache_stats(&s0);
-  hl_device_t* d = make_device(HL_BACKEND_HOST, 1, 0);
+  hl_device_t* d = make_device(1, 0);
   enum { kThreads = 4 };
   hl_queue_t* queues[kThreads];
   thrd_t threads[kThreads];
@@ -848,70 +865,41 @@ static void test_kernel_names(void** state) {
   assert_int_not_equal(hl_pattern_value(1, 0), hl_pattern_value(2, 0));
 }
 
-#endif  // !HL_DISPATCH_TEST_GPU
-
 //===----------------------------------------------------------------------===//
 // main
 //===----------------------------------------------------------------------===//
 
-#if HL_DISPATCH_TEST_GPU
-static int gpu_setup(void** state) {
-  return fixture_setup_backend(state, HL_BACKEND_HIP);
-}
-
-int main(void) {
-  hl_backend_info_t info;
-  hl_status_t status = hl_backend_query(HL_BACKEND_HIP, &info);
-  if (status || !info.available || info.device_count < 1) {
-    fprintf(stderr, "skipped: no HIP device (%s)\n",
-            status ? hl_status_message(status) : info.reason);
-    hl_status_free(status);
-    return 77;
-  }
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_fill_pattern_matches_oracle,
-                                      gpu_setup, fixture_teardown),
-      cmocka_unit_test_setup_teardown(test_verify_pattern_counts_mismatches,
-                                      gpu_setup, fixture_teardown),
-      cmocka_unit_test_setup_teardown(test_copy_kernel, gpu_setup,
-                                      fixture_teardown),
-      cmocka_unit_test_setup_teardown(test_axpy_kernel, gpu_setup,
-                                      fixture_teardown),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
-#else
 int main(void) {
   // Two host devices for the cache and cross-device tests; set before any
   // device is made.
   setenv("HIPLINE_HOST_DEVICES", "2", 1);
+  // Exits 77 (skipped) when the hip backend has no device.
+  (void)hl_test_backend_kind();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_kernel_names),
       cmocka_unit_test_setup_teardown(test_fill_pattern_matches_oracle,
-                                      host_setup, fixture_teardown),
+                                      fixture_setup, fixture_teardown),
       cmocka_unit_test_setup_teardown(test_verify_pattern_counts_mismatches,
-                                      host_setup, fixture_teardown),
-      cmocka_unit_test_setup_teardown(test_copy_kernel, host_setup,
+                                      fixture_setup, fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_copy_kernel, fixture_setup,
                                       fixture_teardown),
-      cmocka_unit_test_setup_teardown(test_axpy_kernel, host_setup,
+      cmocka_unit_test_setup_teardown(test_axpy_kernel, fixture_setup,
                                       fixture_teardown),
-      cmocka_unit_test_setup_teardown(test_spin_kernel, host_setup,
+      cmocka_unit_test_setup_teardown(test_spin_kernel, fixture_setup,
                                       fixture_teardown),
-      cmocka_unit_test_setup_teardown(test_dispatch_validation, host_setup,
+      cmocka_unit_test_setup_teardown(test_dispatch_validation, fixture_setup,
                                       fixture_teardown),
       cmocka_unit_test_setup_teardown(test_dispatch_rejects_other_device_buffer,
-                                      host_setup, fixture_teardown),
+                                      fixture_setup, fixture_teardown),
       cmocka_unit_test(test_use_after_free_checked),
       cmocka_unit_test(test_use_after_free_unchecked),
       cmocka_unit_test_setup_teardown(test_dispatch_retains_and_records_uses,
-                                      host_setup, fixture_teardown),
-      cmocka_unit_test_setup_teardown(test_kernel_functions, host_setup,
+                                      fixture_setup, fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_kernel_functions, fixture_setup,
                                       fixture_teardown),
-      cmocka_unit_test_setup_teardown(test_clone_propagates_wait_failure,
-                                      host_setup, fixture_teardown),
+      cmocka_unit_test(test_clone_propagates_wait_failure),
       cmocka_unit_test(test_module_loaded_once_per_device),
       cmocka_unit_test(test_concurrent_first_dispatch_loads_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
-#endif

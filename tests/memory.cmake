@@ -19,14 +19,16 @@ hl_add_test(memory_fallback_test
   TIMEOUT 120)
 # hipline's suballocator (runtime/memory/suballocator.h): unit tests against
 # a host backend, a randomized run against a reference model, and
-# queue_alloca with HIPLINE_ALLOCATOR=hipline across queues in checked mode.
+# queue_alloca with HIPLINE_ALLOCATOR=hipline across queues (checked mode
+# where the backend has it).
 hl_add_test(memory_suballoc_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_suballoc_test.c
   LABELS memory concurrency
   TIMEOUT 120)
 
-# Conformance: the same executables on the hip test runtime and on a GPU.
-foreach(part alloca misuse pool stress)
+# Conformance: the same executables on the hip test runtime and on a GPU
+# (the suballocator's unit tests run against a host backend in every copy).
+foreach(part alloca misuse pool stress fallback suballoc)
   hl_add_cts(memory_${part}_test GPU)
 endforeach()
 # ROCm's pool may block hipMallocAsync until a freed block's last use has

@@ -31,3 +31,10 @@ hl_add_test(reliability_soak_test
 hl_add_test(reliability_shutdown_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/reliability_shutdown_test.c
   LABELS reliability TIMEOUT 120)
+
+# Conformance: fault handling and shutdown on the hip test runtime and on a
+# GPU too (what counts HIPLINE_FAULTS injections skips where the backend
+# does not inject: hl_test_require_fault_injection). The soak stays host-only.
+foreach(part faults shutdown)
+  hl_add_cts(reliability_${part}_test GPU)
+endforeach()

@@ -1,10 +1,12 @@
-// Fault injection (runtime/base/faults.h) through the public API on the host
+// Fault injection (runtime/base/faults.h) through the public API on the test
 // backend: injected allocation failures surface as RESOURCE_EXHAUSTED on the
 // alloca's signal semaphore, injected submission failures as INTERNAL on the
 // signal semaphores and on everything that depends on them, random stream
 // delays keep a verified multi-queue pipeline in order, and malformed
 // HIPLINE_FAULTS specs are INVALID_ARGUMENT naming the variable (in-process
-// and through hl_device_create in a child process).
+// and through hl_device_create in a child process). Submission failures are
+// injected by the timeline, on every backend; allocation failures and stream
+// delays by the backend, where it injects faults (injects_faults).
 #include "tests/reliability_util.h"
 
 #define SIZE 4096u
@@ -37,6 +39,7 @@ static bool words_equal(const uint32_t* words, size_t count, uint32_t value) {
 // alloca: the first attempt and the retry).
 static void test_alloc_failures_surface(void** state) {
   hl_device_t* device = rel_device_create(0);
+  hl_test_require_fault_injection(device);
   hl_queue_t* queue = hl_test_queue_create(device);
   enum { N = 16 };
   hl_semaphore_t* sems[N];
@@ -104,6 +107,7 @@ static void test_alloc_failures_surface(void** state) {
 // injected failures, and injected = floor(calls / N).
 static void test_alloc_failures_every_n_recovered(void** state) {
   hl_device_t* device = rel_device_create(1);
+  hl_test_require_fault_injection(device);
   hl_queue_t* queue = hl_test_queue_create(device);
   hl_semaphore_t* sem = hl_test_semaphore_create();
   enum { M = 40, EVERY = 3 };
@@ -255,6 +259,8 @@ static void test_delays_keep_pipeline_order(void** state) {
   hl_fault_counts_t before = rel_fault_counts();
   rel_faults_set("stream_delay_us=300,seed=42");
   hl_device_t* device = rel_device_create(1);
+  if (!device->backend->injects_faults) rel_faults_clear();
+  hl_test_require_fault_injection(device);
   hl_queue_t* q[3] = {hl_test_queue_create(device),
                       hl_test_queue_create(device),
                       hl_test_queue_create(device)};
@@ -399,7 +405,7 @@ static void test_parse_errors_env(void** state) {
 static int child_create(void) {
   hl_device_options_t o;
   hl_device_options_initialize(&o);
-  o.backend = HL_BACKEND_HOST;
+  o.backend = hl_test_backend_kind();
   hl_device_t* d = NULL;
   hl_status_t st = hl_device_create(&o, hl_allocator_system(), &d);
   if (st) {
@@ -439,6 +445,7 @@ static void idle_probe_fn(void* user) {
 // still to run (ASan: heap-use-after-free in the callback).
 static void run_wait_idle_after_checked_failure(bool device_wide) {
   hl_device_t* d = rel_device_create(1);
+  hl_test_require_checked(d);
   hl_queue_t* q = hl_test_queue_create(d);
   hl_queue_t* other = hl_test_queue_create(d);
   hl_semaphore_t* s = hl_test_semaphore_create();
@@ -503,6 +510,8 @@ int main(int argc, char** argv) {
   if (argc >= 2 && strcmp(argv[1], "--child-create") == 0) {
     return child_create();
   }
+  // Exits 77 (skipped) when the hip backend has no device, before any child.
+  (void)hl_test_backend_kind();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloc_failures_surface),
       cmocka_unit_test(test_alloc_failures_every_n_recovered),

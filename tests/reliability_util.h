@@ -1,6 +1,7 @@
 // Helpers shared by the reliability tests (tests/reliability_*_test.c and
-// tests/bad_input_test.c): host devices, one-pair fences, waits with a
-// deadline, fault-injection scopes, RSS and child processes.
+// tests/bad_input_test.c): devices on the test backend (tests/test_util.h:
+// the host backend, or hip with HIPLINE_TEST_BACKEND=hip), one-pair fences,
+// waits with a deadline, fault-injection scopes, RSS and child processes.
 #ifndef HIPLINE_TESTS_RELIABILITY_UTIL_H_
 #define HIPLINE_TESTS_RELIABILITY_UTIL_H_
 
@@ -11,6 +12,7 @@
 
 #include "hipline/hipline.h"
 #include "runtime/base/faults.h"
+#include "runtime/timeline/timeline_internal.h"
 #include "tests/test_util.h"
 
 #define REL_MS ((hl_duration_t)1000000)
@@ -22,7 +24,7 @@ extern char** environ;
 static inline hl_device_t* rel_device_create(int checked) {
   hl_device_options_t o;
   hl_device_options_initialize(&o);
-  o.backend = HL_BACKEND_HOST;
+  o.backend = hl_test_backend_kind();
   o.checked = checked;
   o.fallback = HL_FALLBACK_FRONTIER;
   hl_device_t* d = NULL;
@@ -93,13 +95,13 @@ static inline int rel_run_self(const char* const* args, const char* extra_env) {
   return 255;
 }
 
-// The child side of an environment check: creates a host device and returns
+// The child side of an environment check: creates a device and returns
 // 0 when that fails with INVALID_ARGUMENT naming |variable|, 1 otherwise
 // (printing what it got).
 static inline int rel_child_expect_env_error(const char* variable) {
   hl_device_options_t o;
   hl_device_options_initialize(&o);
-  o.backend = HL_BACKEND_HOST;
+  o.backend = hl_test_backend_kind();
   hl_device_t* d = NULL;
   hl_status_t st = hl_device_create(&o, hl_allocator_system(), &d);
   char text[1024];

@@ -120,6 +120,13 @@ static inline void hl_test_host_device(hl_device_t** out_device) {
   hl_test_require_(device, (device)->backend->injects_faults, \
                    "HIPLINE_FAULTS injection (injects_faults)")
 
+// Work on a stream checked and cancelled when the stream gets there, not at
+// issue: an operation whose wait failed after it was issued does nothing,
+// and the failure it carries is the wait's.
+#define hl_test_require_stream_ordered_host_work(device)                \
+  hl_test_require_(device, (device)->backend->stream_ordered_host_work, \
+                   "cancellation at execution (stream_ordered_host_work)")
+
 // Skips the current test unless the hip backend reports a device.
 #define hl_test_skip_if_no_gpu()                                            \
   do {                                                                      \
