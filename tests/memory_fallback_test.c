@@ -599,14 +599,6 @@ static void test_device_sync_never_drains_on_completion_thread(void** state) {
 // memory is free (and reusable) when hl_buffer_release returns.
 static void test_device_sync_frees_before_release_returns(void** state) {
   (void)state;
-  // hip: the drain of a queue whose completion goes by events
-  // (hl_queue_drain) waits only for submissions already taken to issue, not
-  // the copy pending behind the host call, so the free is deferred and
-  // bytes_in_use is still 16 KiB when the release returns, see note.
-  if (hl_test_backend_kind() == HL_BACKEND_HIP) {
-    print_message("skipped on hip: drain misses pending submissions (note)\n");
-    skip();
-  }
   hl_device_t* d = fb_device(HL_FALLBACK_DEVICE_SYNC);
   hl_queue_t* q0 = hl_test_queue_create(d);
   hl_queue_t* q1 = hl_test_queue_create(d);

@@ -108,7 +108,6 @@ struct hl_queue_t {
   hl_submission_t* completer_head;
   hl_submission_t* completer_tail;
   bool completer_stop;
-  uint64_t issued_value;  // Value of the last submission taken to issue.
   hl_frontier_entry_t frontier[HL_FRONTIER_CAPACITY];
   uint32_t frontier_count;
   uint32_t frontier_next_evict;
@@ -721,7 +720,6 @@ static bool hl_queue_pump_issue_locked(hl_queue_t* queue) {
       }
     }
     queue->head_parked = false;
-    queue->issued_value = sub->value;
     queue->pending_head = sub->next;
     if (!queue->pending_head) queue->pending_tail = NULL;
     sub->next = NULL;
@@ -1327,13 +1325,27 @@ void hl_queue_drain(hl_queue_t* queue) {
   hl_backend_t* backend = queue->device->backend;
   if (queue->by_events && !hl_on_completer_thread_) {
     // Host steps run on the completer after the stream has reached them, and
-    // the rest of their submission is issued only then: wait until every
-    // submission taken to issue so far has finished.
+    // what follows them is issued only then: wait until every submission
+    // made before this call has finished, except from a head parked on a
+    // signal nobody has submitted (it may never come). Whether the head
+    // parks is only known once the issuer reaches it, so look again every
+    // millisecond.
     hl_timeline_lock();
-    uint64_t issued = queue->issued_value;
+    uint64_t target = queue->next_value;
     hl_timeline_unlock();
-    hl_status_ignore(
-        hl_semaphore_wait(queue->done, issued, HL_INFINITE_FUTURE));
+    for (;;) {
+      hl_timeline_lock();
+      uint64_t limit = target;
+      if (queue->head_parked && queue->pending_head &&
+          queue->pending_head->value - 1 < limit) {
+        limit = queue->pending_head->value - 1;
+      }
+      bool reached = hl_semaphore_value(queue->done) >= limit;
+      hl_timeline_unlock();
+      if (reached) break;
+      hl_status_ignore(hl_semaphore_wait(
+          queue->done, limit, hl_deadline_after((hl_duration_t)1000000)));
+    }
   }
   hl_status_ignore(backend->vtable->stream_synchronize(backend, queue->stream));
 }
