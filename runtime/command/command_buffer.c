@@ -755,11 +755,7 @@ typedef struct hl_execute_op_t {
   hl_command_buffer_t* cb;  // Retained.
   uint32_t queue_id;
   uint64_t value;
-  hl_submission_t* submission;
-  hl_backend_t* backend;
-  hl_backend_stream_t* stream;
-  bool checked;
-  hl_gated_t gate;
+  hl_stream_work_t work;  // Filled at issue.
 } hl_execute_op_t;
 
 static void hl_execute_on_submit(hl_op_t* base, hl_queue_t* queue,
@@ -780,8 +776,8 @@ static bool hl_execute_check(hl_execute_op_t* op) {
              "command buffer %llu on queue %u (submission %llu)",
              (unsigned long long)op->cb->id, op->queue_id,
              (unsigned long long)op->value);
-    if (!hl_root_check_use(op->cb->roots[i], what, op->submission,
-                           op->checked)) {
+    if (!hl_root_check_use(op->cb->roots[i], what, op->work.submission,
+                           op->work.checked)) {
       return false;
     }
   }
@@ -797,7 +793,7 @@ static char* hl_step_pointer(const hl_command_buffer_t* cb, uint32_t root,
 static hl_status_t hl_execute_run(void* user) {
   hl_execute_op_t* op = (hl_execute_op_t*)user;
   if (!hl_execute_check(op)) return NULL;
-  hl_backend_t* b = op->backend;
+  hl_backend_t* b = op->work.backend;
   const hl_command_buffer_t* cb = op->cb;
   for (size_t i = 0; i < cb->step_count; ++i) {
     const hl_command_t* step = &cb->steps[i];
@@ -806,22 +802,23 @@ static hl_status_t hl_execute_run(void* user) {
       case HL_COMMAND_FILL:
         st = b->vtable->memset32_async(
             b, hl_step_pointer(cb, step->target, step->target_offset),
-            step->pattern, (size_t)(step->length / 4), op->stream);
+            step->pattern, (size_t)(step->length / 4), op->work.stream);
         break;
       case HL_COMMAND_UPDATE:
         st = b->vtable->memcpy_async(
             b, hl_step_pointer(cb, step->target, step->target_offset),
-            cb->data + step->data_offset, (size_t)step->length, op->stream);
+            cb->data + step->data_offset, (size_t)step->length,
+            op->work.stream);
         break;
       case HL_COMMAND_COPY:
         st = b->vtable->memcpy_async(
             b, hl_step_pointer(cb, step->target, step->target_offset),
             hl_step_pointer(cb, step->source, step->source_offset),
-            (size_t)step->length, op->stream);
+            (size_t)step->length, op->work.stream);
         break;
       case HL_COMMAND_DISPATCH:
-        st =
-            hl_dispatch_call_launch(b, &cb->calls[step->call].call, op->stream);
+        st = hl_dispatch_call_launch(b, &cb->calls[step->call].call,
+                                     op->work.stream);
         break;
       case HL_COMMAND_BARRIER:
         break;
@@ -836,11 +833,8 @@ static hl_status_t hl_execute_run(void* user) {
 
 static hl_status_t hl_execute_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   hl_execute_op_t* op = (hl_execute_op_t*)base;
-  op->submission = ctx->submission;
-  op->checked = ctx->device->checked;
-  op->backend = ctx->backend;
-  op->stream = ctx->stream;
-  return hl_stream_work_issue(ctx, &op->gate, hl_execute_run, op);
+  hl_stream_work_bind(&op->work, ctx);
+  return hl_stream_work_issue(ctx, &op->work.gate, hl_execute_run, op);
 }
 
 static void hl_execute_release(hl_op_t* base, hl_status_t status) {

@@ -153,11 +153,7 @@ typedef struct hl_dispatch_op_t {
   void* params[HL_KERNEL_MAX_PARAMS];
   uint32_t queue_id;
   uint64_t value;
-  hl_submission_t* submission;
-  hl_backend_t* backend;
-  hl_backend_stream_t* stream;
-  bool checked;
-  hl_gated_t gate;
+  hl_stream_work_t work;  // Filled at issue.
 } hl_dispatch_op_t;
 
 static void hl_dispatch_on_submit(hl_op_t* base, hl_queue_t* queue,
@@ -181,7 +177,8 @@ static bool hl_dispatch_resolve(hl_dispatch_op_t* op) {
              "dispatch of %s on queue %u (submission %llu), parameter %u (%s)",
              op->desc->name, op->queue_id, (unsigned long long)op->value, i,
              op->desc->params[i].name);
-    if (!hl_root_check_use(op->roots[i], what, op->submission, op->checked)) {
+    if (!hl_root_check_use(op->roots[i], what, op->work.submission,
+                           op->work.checked)) {
       return false;
     }
     op->slots[i].pointer =
@@ -194,10 +191,10 @@ static bool hl_dispatch_resolve(hl_dispatch_op_t* op) {
 static hl_status_t hl_dispatch_run(void* user) {
   hl_dispatch_op_t* op = (hl_dispatch_op_t*)user;
   if (!hl_dispatch_resolve(op)) return NULL;
-  hl_backend_t* backend = op->backend;
+  hl_backend_t* backend = op->work.backend;
   HL_RETURN_IF_ERROR(
       backend->vtable->launch_kernel(backend, op->function, &op->config,
-                                     op->params, op->stream),
+                                     op->params, op->work.stream),
       "dispatching %s on queue %u (grid %ux%ux%u, block %ux%ux%u)",
       op->desc->name, op->queue_id, op->config.grid.x, op->config.grid.y,
       op->config.grid.z, op->config.block.x, op->config.block.y,
@@ -207,11 +204,8 @@ static hl_status_t hl_dispatch_run(void* user) {
 
 static hl_status_t hl_dispatch_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   hl_dispatch_op_t* op = (hl_dispatch_op_t*)base;
-  op->submission = ctx->submission;
-  op->checked = ctx->device->checked;
-  op->backend = ctx->backend;
-  op->stream = ctx->stream;
-  return hl_stream_work_issue(ctx, &op->gate, hl_dispatch_run, op);
+  hl_stream_work_bind(&op->work, ctx);
+  return hl_stream_work_issue(ctx, &op->work.gate, hl_dispatch_run, op);
 }
 
 static void hl_dispatch_release(hl_op_t* base, hl_status_t status) {

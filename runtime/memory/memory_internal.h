@@ -143,6 +143,18 @@ bool hl_root_check_use(hl_root_t* root, const char* what,
 hl_status_t hl_stream_work_issue(hl_issue_ctx_t* ctx, hl_gated_t* gate,
                                  hl_gated_fn_t fn, void* user);
 
+// What an operation's stream work reads when it runs (embed it in the op and
+// fill it with hl_stream_work_bind at issue); |gate| is the storage to pass
+// to hl_stream_work_issue.
+typedef struct hl_stream_work_t {
+  hl_submission_t* submission;
+  hl_backend_t* backend;
+  hl_backend_stream_t* stream;
+  bool checked;  // The device's checked mode.
+  hl_gated_t gate;
+} hl_stream_work_t;
+void hl_stream_work_bind(hl_stream_work_t* work, const hl_issue_ctx_t* ctx);
+
 // Runs |fn(user)| after the work issued by hl_stream_work_issue on
 // |ctx->stream| has run or been skipped, and before the submission's signals
 // are published: on the stream with |stream_ordered_host_work|, now

@@ -15,6 +15,13 @@ hl_status_t hl_stream_work_issue(hl_issue_ctx_t* ctx, hl_gated_t* gate,
   return fn(user);
 }
 
+void hl_stream_work_bind(hl_stream_work_t* work, const hl_issue_ctx_t* ctx) {
+  work->submission = ctx->submission;
+  work->backend = ctx->backend;
+  work->stream = ctx->stream;
+  work->checked = ctx->device->checked;
+}
+
 hl_status_t hl_stream_work_after(hl_issue_ctx_t* ctx, hl_host_fn_t fn,
                                  void* user) {
   hl_backend_t* backend = ctx->backend;

@@ -35,11 +35,7 @@ typedef struct hl_transfer_op_t {
   const void* host_source;
   uint32_t queue_id;
   uint64_t value;
-  hl_submission_t* submission;
-  hl_backend_t* backend;
-  hl_backend_stream_t* stream;
-  bool checked;
-  hl_gated_t gate;
+  hl_stream_work_t work;  // Filled at issue.
 } hl_transfer_op_t;
 
 static void hl_transfer_on_submit(hl_op_t* base, hl_queue_t* queue,
@@ -60,7 +56,8 @@ static bool hl_transfer_check(hl_transfer_op_t* op) {
     snprintf(what, sizeof(what), "%s on queue %u (submission %llu)",
              kTransferNames[op->kind], op->queue_id,
              (unsigned long long)op->value);
-    if (!hl_root_check_use(roots[i], what, op->submission, op->checked)) {
+    if (!hl_root_check_use(roots[i], what, op->work.submission,
+                           op->work.checked)) {
       return false;
     }
   }
@@ -71,7 +68,7 @@ static bool hl_transfer_check(hl_transfer_op_t* op) {
 static hl_status_t hl_transfer_run(void* user) {
   hl_transfer_op_t* op = (hl_transfer_op_t*)user;
   if (!hl_transfer_check(op)) return NULL;
-  hl_backend_t* b = op->backend;
+  hl_backend_t* b = op->work.backend;
   char* src = op->source
                   ? (char*)atomic_load(&op->source->ptr) + op->source_offset
                   : NULL;
@@ -80,29 +77,26 @@ static hl_status_t hl_transfer_run(void* user) {
                   : NULL;
   switch (op->kind) {
     case HL_TRANSFER_FILL:
-      return b->vtable->memset32_async(b, dst, op->pattern,
-                                       (size_t)(op->length / 4), op->stream);
+      return b->vtable->memset32_async(
+          b, dst, op->pattern, (size_t)(op->length / 4), op->work.stream);
     case HL_TRANSFER_COPY:
       return b->vtable->memcpy_async(b, dst, src, (size_t)op->length,
-                                     op->stream);
+                                     op->work.stream);
     case HL_TRANSFER_READ:
       return b->vtable->memcpy_async(b, op->host_target, src,
-                                     (size_t)op->length, op->stream);
+                                     (size_t)op->length, op->work.stream);
     case HL_TRANSFER_WRITE:
       return b->vtable->memcpy_async(b, dst, op->host_source,
-                                     (size_t)op->length, op->stream);
+                                     (size_t)op->length, op->work.stream);
   }
   return NULL;
 }
 
 static hl_status_t hl_transfer_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   hl_transfer_op_t* op = (hl_transfer_op_t*)base;
-  op->submission = ctx->submission;
-  op->checked = ctx->device->checked;
-  op->backend = ctx->backend;
-  op->stream = ctx->stream;
+  hl_stream_work_bind(&op->work, ctx);
   if (op->length == 0) return NULL;
-  return hl_stream_work_issue(ctx, &op->gate, hl_transfer_run, op);
+  return hl_stream_work_issue(ctx, &op->work.gate, hl_transfer_run, op);
 }
 
 static void hl_transfer_release(hl_op_t* base, hl_status_t status) {

@@ -310,8 +310,9 @@ typedef struct hl_issue_ctx_t {
 typedef struct hl_op_t hl_op_t;
 typedef struct hl_op_vtable_t {
   // Enqueues the operation's device work on |ctx->stream|. Called in queue
-  // order with the scheduler lock held. A failure fails the submission (and
-  // the queue, for backend errors).
+  // order by the queue's one issuer, without the scheduler lock (see
+  // queue.c). A failure fails the submission (and the queue, for backend
+  // errors).
   hl_status_t (*issue)(hl_op_t* op, hl_issue_ctx_t* ctx);
   // Drops the operation's resources once the submission has completed,
   // failed or been cancelled; |status| (borrowed) says which. Runs on the
@@ -321,8 +322,8 @@ typedef struct hl_op_vtable_t {
   // submission has its |value| on |queue|'s timeline and before anything is
   // issued, so uses can be recorded before any other thread can look.
   void (*on_submit)(hl_op_t* op, hl_queue_t* queue, uint64_t value);
-  // Optional: called with the scheduler lock held when the submission failed
-  // before this op was issued (so |issue| will never run), before the
+  // Optional: called by the issuer (no scheduler lock) when the submission
+  // failed before this op was issued (so |issue| will never run), before the
   // submission's signals are failed.
   void (*on_cancel)(hl_op_t* op);
 } hl_op_vtable_t;
@@ -332,9 +333,11 @@ struct hl_op_t {
 };
 
 // Work that runs on the stream in order, but only if the submission has not
-// failed; a returned status fails the submission. Used on backends with host
-// visible memory. |storage| is owned by the caller until the submission
-// completes (embed it in the op).
+// failed; a returned status fails the submission. On a queue completed by
+// events it is a host step run by the queue's completer (see
+// hl_issue_ctx_t.host_step); otherwise a host function on the stream.
+// |storage| is owned by the caller until the submission completes (embed it
+// in the op).
 typedef hl_status_t (*hl_gated_fn_t)(void* user);
 struct hl_gated_t {
   hl_submission_t* submission;
