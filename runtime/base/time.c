@@ -1,10 +1,12 @@
 #include <errno.h>
+#include <stdint.h>
 #include <time.h>
 
 #if defined(__linux__)
 #include <sys/prctl.h>
 #endif
 
+#include "runtime/base/spin.h"
 #include "runtime/base/time_util.h"
 
 hl_time_t hl_time_now(void) {
@@ -59,4 +61,27 @@ void hl_thread_set_precise_sleep(void) {
   // Failure only keeps the default slack.
   (void)prctl(PR_SET_TIMERSLACK, 1ul, 0ul, 0ul, 0ul);
 #endif
+}
+
+bool hl_spin_until(hl_spin_ready_fn_t ready, const void* arg) {
+  hl_time_t start = 0;
+  for (uint32_t i = 0;; ++i) {
+    if (ready(arg)) return true;
+    hl_cpu_relax();
+    // The clock is read every 32 rounds (a vDSO call, ~25 ns).
+    if ((i & 31) == 31) {
+      hl_time_t now = hl_time_now();
+      if (!start) {
+        start = now;
+      } else if (now - start >= HL_SPIN_NS) {
+        return ready(arg);
+      }
+    }
+  }
+}
+#include <stdlib.h>
+hl_duration_t hl_spin_ns(void) {
+  static hl_duration_t v = -1;
+  if (v < 0) { const char* e = getenv("HL_SPIN_NS"); v = e ? atoll(e) : 20000; }
+  return v;
 }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/recycler.h"
 #include "runtime/base/trace.h"
 #include "runtime/memory/memory_internal.h"
 
@@ -94,10 +95,14 @@ static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   return hl_stream_work_issue(ctx, &op->gate, hl_alloca_allocate, op);
 }
 
+// Ops are recycled (base/recycler.h).
+static hl_recycler_t hl_alloca_op_recycler_ = HL_RECYCLER_INITIALIZER(
+    sizeof(hl_alloca_op_t), 4096, "an alloca op");
+
 static void hl_alloca_release(hl_op_t* base, hl_status_t status) {
   hl_alloca_op_t* op = (hl_alloca_op_t*)base;
   hl_root_release_for_op(op->root);
-  free(op);
+  hl_recycler_free(&hl_alloca_op_recycler_, op);
 }
 
 static const hl_op_vtable_t hl_alloca_vtable = {
@@ -140,11 +145,12 @@ hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
   hl_status_t st = hl_buffer_create_view(root, 0, size, NULL, &buffer);
   hl_root_release(root);  // The buffer holds it now (or it goes on failure).
   HL_RETURN_IF_ERROR_PLAIN(st);
-  hl_alloca_op_t* op = calloc(1, sizeof(*op));
-  if (!op) {
+  hl_alloca_op_t* op = NULL;
+  st = hl_recycler_alloc(&hl_alloca_op_recycler_, hl_allocator_system(),
+                         (void**)&op);
+  if (st) {
     hl_buffer_release(buffer);
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "allocating an alloca op");
+    return st;
   }
   op->base.vtable = &hl_alloca_vtable;
   op->root = buffer->root;
@@ -248,10 +254,13 @@ static void hl_dealloca_cancel(hl_op_t* base) {
   hl_dealloca_settle((hl_dealloca_op_t*)base);
 }
 
+static hl_recycler_t hl_dealloca_op_recycler_ = HL_RECYCLER_INITIALIZER(
+    sizeof(hl_dealloca_op_t), 4096, "a dealloca op");
+
 static void hl_dealloca_release(hl_op_t* base, hl_status_t status) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
   hl_root_release_for_op(op->root);
-  free(op);
+  hl_recycler_free(&hl_dealloca_op_recycler_, op);
 }
 
 static const hl_op_vtable_t hl_dealloca_vtable = {
@@ -311,11 +320,11 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
                           "dealloca of root %llu, which was already freed",
                           (unsigned long long)root->id);
   }
-  hl_dealloca_op_t* op = calloc(1, sizeof(*op));
+  hl_dealloca_op_t* op = NULL;
   hl_fence_t* waits = NULL;
-  hl_status_t st = op ? hl_fence_create(root->device->host_allocator, &waits)
-                      : HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                                       "allocating a dealloca op");
+  hl_status_t st = hl_recycler_alloc(&hl_dealloca_op_recycler_,
+                                     hl_allocator_system(), (void**)&op);
+  if (!st) st = hl_fence_create(root->device->host_allocator, &waits);
   if (!st) st = hl_fence_join(waits, wait_fence);
   if (!st) {
     mtx_lock(&root->mutex);
@@ -325,7 +334,7 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
   if (st) {
     atomic_store(&root->dealloca_scheduled, false);
     hl_fence_release(waits);
-    free(op);
+    hl_recycler_free(&hl_dealloca_op_recycler_, op);
     return st;
   }
   op->base.vtable = &hl_dealloca_vtable;

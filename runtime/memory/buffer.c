@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/recycler.h"
 #include "runtime/base/log.h"
 #include "runtime/base/trace.h"
 #include "runtime/memory/memory_internal.h"
@@ -241,16 +242,21 @@ hl_status_t hl_queue_memory_stats(hl_queue_t* queue,
 // Roots
 //===----------------------------------------------------------------------===//
 
+// Every alloca makes a root and a buffer; both are recycled
+// (base/recycler.h).
+static hl_recycler_t hl_root_recycler_ =
+    HL_RECYCLER_INITIALIZER(sizeof(hl_root_t), 4096, "a root");
+static hl_recycler_t hl_buffer_recycler_ =
+    HL_RECYCLER_INITIALIZER(sizeof(hl_buffer_t), 4096, "a buffer");
+
 static hl_status_t hl_root_create(hl_device_t* device, hl_queue_t* affinity,
                                   hl_root_memory_t memory,
                                   hl_buffer_origin_t origin, uint64_t size,
                                   hl_root_t** out_root) {
-  hl_root_t* root = calloc(1, sizeof(*root));
-  if (!root) {
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "allocating a root for %llu bytes",
-                          (unsigned long long)size);
-  }
+  hl_root_t* root = NULL;
+  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_root_recycler_,
+                                       hl_allocator_system(), (void**)&root),
+                     "a root for %llu bytes", (unsigned long long)size);
   hl_status_t st = hl_fence_create(device->host_allocator, &root->use_fence);
   if (!st)
     st = hl_fence_create(device->host_allocator, &root->mutation_barrier);
@@ -260,7 +266,7 @@ static hl_status_t hl_root_create(hl_device_t* device, hl_queue_t* affinity,
   if (st) {
     hl_fence_release(root->use_fence);
     hl_fence_release(root->mutation_barrier);
-    free(root);
+    hl_recycler_free(&hl_root_recycler_, root);
     return st;
   }
   atomic_init(&root->refs, 1);
@@ -312,7 +318,7 @@ static void hl_root_destroy(hl_root_t* root) {
   mtx_destroy(&root->mutex);
   hl_queue_t* queue = root->affinity_queue;
   hl_device_t* device = root->device;
-  free(root);
+  hl_recycler_free(&hl_root_recycler_, root);
   hl_queue_release(queue);
   hl_device_release(device);
 }
@@ -964,8 +970,9 @@ hl_status_t hl_buffer_create_view(hl_root_t* root, uint64_t offset,
                                   uint64_t length, hl_buffer_token_t* token,
                                   hl_buffer_t** out_buffer) {
   hl_buffer_t* buffer = NULL;
-  HL_RETURN_IF_ERROR(hl_allocator_calloc(root->device->host_allocator,
-                                         sizeof(*buffer), (void**)&buffer),
+  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_buffer_recycler_,
+                                       root->device->host_allocator,
+                                       (void**)&buffer),
                      "creating a buffer view");
   atomic_init(&buffer->ref_count, 1);
   hl_root_retain(root);
@@ -991,7 +998,7 @@ void hl_buffer_release(hl_buffer_t* buffer) {
   }
   hl_root_t* root = buffer->root;
   hl_buffer_token_t* token = buffer->token;
-  hl_allocator_free(root->device->host_allocator, buffer);
+  hl_recycler_free(&hl_buffer_recycler_, buffer);
   if (token && atomic_fetch_sub(&token->ref_count, 1) == 1) {
     token->on_last_release(token);
   }

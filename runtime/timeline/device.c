@@ -315,7 +315,8 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
   }
   atomic_init(&device->next_queue_id, 0);
   if (!st && (mtx_init(&device->work_mutex, mtx_plain) != thrd_success ||
-              cnd_init(&device->work_cond) != thrd_success)) {
+              cnd_init(&device->work_cond) != thrd_success ||
+              cnd_init(&device->idle_cond) != thrd_success)) {
     st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                         "creating the completion thread's mutex");
   }
@@ -323,6 +324,7 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
                  thrd_success) {
     mtx_destroy(&device->work_mutex);
     cnd_destroy(&device->work_cond);
+    cnd_destroy(&device->idle_cond);
     st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                         "starting the completion thread");
   }
@@ -395,13 +397,10 @@ static void hl_device_destroy(hl_device_t* device) {
   hl_device_flush_work(device);
   hl_device_extensions_destroy(device, 0, HL_DEVICE_EXTENSION_LATE_BEGIN);
   hl_device_flush_work(device);
-  mtx_lock(&device->work_mutex);
-  device->work_stop = true;
-  cnd_broadcast(&device->work_cond);
-  mtx_unlock(&device->work_mutex);
-  thrd_join(device->work_thread, NULL);
+  hl_device_stop_work(device);
   mtx_destroy(&device->work_mutex);
   cnd_destroy(&device->work_cond);
+  cnd_destroy(&device->idle_cond);
   for (uint32_t i = 0; i < device->free_event_count; ++i) {
     device->backend->vtable->event_destroy(device->backend,
                                            device->free_events[i]);

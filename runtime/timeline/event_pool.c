@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include "runtime/base/recycler.h"
 #include "runtime/timeline/timeline_internal.h"
 
 void hl_device_recycle_event(hl_device_t* device, hl_backend_event_t* event) {
@@ -23,9 +24,28 @@ void hl_device_recycle_event(hl_device_t* device, hl_backend_event_t* event) {
   device->free_events[device->free_event_count++] = event;
 }
 
+// One per submission that signals on the device.
+static hl_recycler_t hl_shared_event_recycler_ = HL_RECYCLER_INITIALIZER(
+    sizeof(hl_shared_event_t), 4096, "a shared event");
+
+hl_status_t hl_shared_event_create(hl_device_t* device,
+                                   hl_backend_event_t* event,
+                                   hl_shared_event_t** out_shared) {
+  hl_shared_event_t* shared = NULL;
+  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_shared_event_recycler_,
+                                       hl_allocator_system(),
+                                       (void**)&shared),
+                     "a timepoint");
+  shared->device = device;
+  shared->event = event;
+  shared->refs = 1;
+  *out_shared = shared;
+  return NULL;
+}
+
 void hl_shared_event_drop_locked(hl_shared_event_t* shared) {
   if (--shared->refs == 0) {
     hl_device_recycle_event(shared->device, shared->event);
-    free(shared);
+    hl_recycler_free(&hl_shared_event_recycler_, shared);
   }
 }

@@ -3,7 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/recycler.h"
 #include "runtime/timeline/timeline_internal.h"
+
+// Operations make and drop fences all the time (an alloca's ready fence, a
+// dealloca's waits, a root's use fence).
+static hl_recycler_t hl_fence_recycler_ =
+    HL_RECYCLER_INITIALIZER(sizeof(hl_fence_t), 4096, "a fence");
 
 hl_status_t hl_fence_create(hl_allocator_t host_allocator,
                             hl_fence_t** out_fence) {
@@ -13,7 +19,7 @@ hl_status_t hl_fence_create(hl_allocator_t host_allocator,
   }
   hl_fence_t* f = NULL;
   HL_RETURN_IF_ERROR(
-      hl_allocator_calloc(host_allocator, sizeof(*f), (void**)&f),
+      hl_recycler_alloc(&hl_fence_recycler_, host_allocator, (void**)&f),
       "creating a fence");
   atomic_init(&f->ref_count, 1);
   f->host_allocator = host_allocator;
@@ -44,7 +50,7 @@ void hl_fence_release(hl_fence_t* fence) {
   }
   hl_fence_clear(fence);
   if (fence->entries != fence->inline_entries) free(fence->entries);
-  hl_allocator_free(fence->host_allocator, fence);
+  hl_recycler_free(&hl_fence_recycler_, fence);
 }
 
 hl_status_t hl_fence_insert(hl_fence_t* fence, hl_semaphore_t* semaphore,

@@ -7,6 +7,7 @@
 
 #include "runtime/base/faults.h"
 #include "runtime/base/log.h"
+#include "runtime/base/recycler.h"
 #include "runtime/base/trace.h"
 #include "runtime/timeline/timeline_internal.h"
 
@@ -24,6 +25,7 @@ typedef struct hl_park_waiter_t {
 } hl_park_waiter_t;
 
 #define HL_ISSUE_INLINE_WAITS 8
+#define HL_SUBMISSION_INLINE_ENTRIES 4
 
 typedef struct hl_issue_plan_t {
   hl_shared_event_t* inline_waits[HL_ISSUE_INLINE_WAITS];
@@ -67,7 +69,14 @@ struct hl_submission_t {
   hl_gated_t* host_step;               // Set: run it, then go on issuing.
   hl_backend_event_t* step_event;      // Marks the host step; NULL: sync.
   hl_shared_event_t* completer_event;  // Held; NULL: synchronize the stream.
+  // Waits and signals fit here in the common case (|waits| points here).
+  hl_fence_entry_t inline_entries[HL_SUBMISSION_INLINE_ENTRIES];
 };
+
+// Submissions are recycled (base/recycler.h): a steady stream of them makes
+// no heap allocation.
+static hl_recycler_t hl_submission_recycler_ = HL_RECYCLER_INITIALIZER(
+    sizeof(hl_submission_t), 4096, "a submission");
 
 struct hl_queue_t {
   atomic_int ref_count;
@@ -185,8 +194,8 @@ static void hl_submission_destroy(hl_work_t* work) {
   hl_status_free(status);
   hl_queue_t* queue = sub->queue;
   free(sub->parks);
-  free(sub->waits);
-  free(sub);
+  if (sub->waits != sub->inline_entries) free(sub->waits);
+  hl_recycler_free(&hl_submission_recycler_, sub);
   hl_queue_release(queue);
 }
 
@@ -562,13 +571,7 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
   }
   hl_shared_event_t* shared = NULL;
   st = plan->event_failure;
-  if (!st) {
-    shared = calloc(1, sizeof(*shared));
-    if (!shared) {
-      st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "allocating a timepoint");
-    }
-  }
+  if (!st) st = hl_shared_event_create(device, plan->event, &shared);
   if (st) {
     // Other queues will wait for these signals on the host side instead
     // (they park until the values are reached); correctness holds.
@@ -580,9 +583,7 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
     // The completer synchronizes the stream instead of an event.
     if (queue->by_events) hl_queue_completer_push(queue, sub);
   } else {
-    shared->device = device;
-    shared->event = plan->event;
-    shared->refs = 1;  // Held while the timepoints are attached.
+    // Its one reference is held while the timepoints are attached.
     for (size_t i = 0; i <= sub->signal_count; ++i) {
       hl_semaphore_t* s =
           i < sub->signal_count ? sub->signals[i].semaphore : queue->timeline;
@@ -1135,12 +1136,18 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
       return st;
     }
   }
-  hl_submission_t* sub = calloc(1, sizeof(*sub));
-  hl_fence_entry_t* entries =
-      (waits + signals) ? malloc((waits + signals) * sizeof(*entries)) : NULL;
-  if (!sub || ((waits + signals) && !entries)) {
-    free(sub);
-    free(entries);
+  hl_submission_t* sub = NULL;
+  hl_status_t alloc_st = hl_recycler_alloc(
+      &hl_submission_recycler_, hl_allocator_system(), (void**)&sub);
+  hl_status_ignore(alloc_st);
+  hl_fence_entry_t* entries = NULL;
+  if (sub && waits + signals <= HL_SUBMISSION_INLINE_ENTRIES) {
+    entries = sub->inline_entries;
+  } else if (sub) {
+    entries = malloc((waits + signals) * sizeof(*entries));
+  }
+  if (!sub || !entries) {
+    hl_recycler_free(&hl_submission_recycler_, sub);
     hl_status_t st =
         HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                        "allocating a submission on queue %u", queue->id);
@@ -1148,11 +1155,11 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
     HL_TRACE_ZONE_END(zone);
     return st;
   }
-  if (entries) hl_copy_fence(wait_fence, entries);
-  if (entries) hl_copy_fence(signal_fence, entries + waits);
+  hl_copy_fence(wait_fence, entries);
+  hl_copy_fence(signal_fence, entries + waits);
   sub->waits = entries;
   sub->wait_count = waits;
-  sub->signals = entries ? entries + waits : NULL;
+  sub->signals = entries + waits;
   sub->signal_count = signals;
   sub->ops = ops;
   sub->work.fn = hl_submission_destroy;
@@ -1261,8 +1268,11 @@ static hl_status_t hl_host_call_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   return hl_issue_enqueue_gated(ctx, &op->gate, hl_host_call_gated, op);
 }
 
+static hl_recycler_t hl_host_call_recycler_ = HL_RECYCLER_INITIALIZER(
+    sizeof(hl_host_call_op_t), 1024, "a host call");
+
 static void hl_host_call_release(hl_op_t* base, hl_status_t status) {
-  free(base);
+  hl_recycler_free(&hl_host_call_recycler_, base);
 }
 
 static const hl_op_vtable_t hl_host_call_vtable = {
@@ -1275,11 +1285,10 @@ hl_status_t hl_queue_host_call(hl_queue_t* queue, const hl_fence_t* wait_fence,
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_queue_host_call: fn is NULL");
   }
-  hl_host_call_op_t* op = calloc(1, sizeof(*op));
-  if (!op) {
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "allocating a host call");
-  }
+  hl_host_call_op_t* op = NULL;
+  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_host_call_recycler_,
+                                       hl_allocator_system(), (void**)&op),
+                     "hl_queue_host_call");
   op->base.vtable = &hl_host_call_vtable;
   op->fn = fn;
   op->user = user;

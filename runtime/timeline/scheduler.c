@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 
+#include "runtime/base/spin.h"
 #include "runtime/base/time_util.h"
 #include "runtime/timeline/timeline_internal.h"
 
@@ -19,7 +20,7 @@ static void hl_timeline_init(void) { mtx_init(&hl_timeline_mutex_, mtx_plain); }
 
 void hl_timeline_lock(void) {
   call_once(&hl_timeline_once_, hl_timeline_init);
-  mtx_lock(&hl_timeline_mutex_);
+  hl_mutex_lock(&hl_timeline_mutex_);
 }
 
 void hl_timeline_unlock(void) { mtx_unlock(&hl_timeline_mutex_); }
@@ -32,22 +33,55 @@ int hl_timeline_cond_wait(cnd_t* cond, hl_time_t deadline) {
 // Work thread
 //===----------------------------------------------------------------------===//
 
+typedef struct hl_work_spin_t {
+  hl_device_t* device;
+  uint64_t taken;
+} hl_work_spin_t;
+
+static bool hl_device_work_arrived(const void* arg) {
+  const hl_work_spin_t* w = (const hl_work_spin_t*)arg;
+  return atomic_load_explicit(&w->device->work_pushed, memory_order_acquire) !=
+         w->taken;
+}
+
+// Drops |count| finished items from the pending count; wakes flushers when
+// it reaches zero. work_mutex held.
+static void hl_device_finish_work_locked(hl_device_t* device, uint64_t count) {
+  device->work_pending -= count;
+  if (!device->work_pending && device->flush_waiters) {
+    cnd_broadcast(&device->idle_cond);
+  }
+}
+
 int hl_device_work_main(void* arg) {
   hl_device_t* device = (hl_device_t*)arg;
-  mtx_lock(&device->work_mutex);
+  hl_work_spin_t spin = {device, 0};
   for (;;) {
+    // A short spin first (base/spin.h): a steady stream of completions
+    // never pays for waking this thread.
+    hl_spin_until(hl_device_work_arrived, &spin);
+    hl_mutex_lock(&device->work_mutex);
     while (!device->work_head && !device->work_stop) {
+      device->work_sleeping = true;
       cnd_wait(&device->work_cond, &device->work_mutex);
+      device->work_sleeping = false;
     }
     hl_work_t* work = device->work_head;
     if (!work) break;  // Stopped and drained.
-    device->work_head = work->next;
-    if (!device->work_head) device->work_tail = NULL;
+    device->work_head = device->work_tail = NULL;
+    spin.taken = atomic_load_explicit(&device->work_pushed,
+                                      memory_order_relaxed);
     mtx_unlock(&device->work_mutex);
-    work->fn(work);
-    mtx_lock(&device->work_mutex);
-    --device->work_pending;
-    cnd_broadcast(&device->work_cond);
+    uint64_t count = 0;
+    while (work) {
+      hl_work_t* next = work->next;
+      work->fn(work);  // May free |work|.
+      work = next;
+      ++count;
+    }
+    hl_mutex_lock(&device->work_mutex);
+    hl_device_finish_work_locked(device, count);
+    mtx_unlock(&device->work_mutex);
   }
   mtx_unlock(&device->work_mutex);
   return 0;
@@ -56,7 +90,7 @@ int hl_device_work_main(void* arg) {
 static void hl_device_push_work(hl_device_t* device, hl_work_t* work,
                                 bool reserved) {
   work->next = NULL;
-  mtx_lock(&device->work_mutex);
+  hl_mutex_lock(&device->work_mutex);
   if (device->work_tail) {
     device->work_tail->next = work;
   } else {
@@ -64,7 +98,11 @@ static void hl_device_push_work(hl_device_t* device, hl_work_t* work,
   }
   device->work_tail = work;
   if (!reserved) ++device->work_pending;
-  cnd_broadcast(&device->work_cond);
+  atomic_store_explicit(
+      &device->work_pushed,
+      atomic_load_explicit(&device->work_pushed, memory_order_relaxed) + 1,
+      memory_order_release);
+  if (device->work_sleeping) cnd_signal(&device->work_cond);
   mtx_unlock(&device->work_mutex);
 }
 
@@ -73,7 +111,7 @@ void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work) {
 }
 
 void hl_device_reserve_work(hl_device_t* device) {
-  mtx_lock(&device->work_mutex);
+  hl_mutex_lock(&device->work_mutex);
   ++device->work_pending;
   mtx_unlock(&device->work_mutex);
 }
@@ -83,14 +121,24 @@ void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work) {
 }
 
 void hl_device_unreserve_work(hl_device_t* device) {
-  mtx_lock(&device->work_mutex);
-  if (--device->work_pending == 0) cnd_broadcast(&device->work_cond);
+  hl_mutex_lock(&device->work_mutex);
+  hl_device_finish_work_locked(device, 1);
   mtx_unlock(&device->work_mutex);
 }
 
-void hl_device_flush_work(hl_device_t* device) {
+void hl_device_stop_work(hl_device_t* device) {
   mtx_lock(&device->work_mutex);
+  device->work_stop = true;
+  cnd_signal(&device->work_cond);
+  mtx_unlock(&device->work_mutex);
+  thrd_join(device->work_thread, NULL);
+}
+
+void hl_device_flush_work(hl_device_t* device) {
+  hl_mutex_lock(&device->work_mutex);
+  ++device->flush_waiters;
   while (device->work_pending)
-    cnd_wait(&device->work_cond, &device->work_mutex);
+    cnd_wait(&device->idle_cond, &device->work_mutex);
+  --device->flush_waiters;
   mtx_unlock(&device->work_mutex);
 }

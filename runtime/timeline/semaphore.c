@@ -4,7 +4,13 @@
 #include <string.h>
 
 #include "runtime/base/time_util.h"
+#include "runtime/base/recycler.h"
+#include "runtime/base/spin.h"
 #include "runtime/timeline/timeline_internal.h"
+
+// Timepoints come and go with every device signal.
+static hl_recycler_t hl_timepoint_recycler_ =
+    HL_RECYCLER_INITIALIZER(sizeof(hl_timepoint_t), 4096, "a timepoint");
 
 static atomic_uint_least64_t hl_next_semaphore_id_ = 1;
 
@@ -41,7 +47,7 @@ static void hl_semaphore_drop_timepoints_locked(hl_semaphore_t* s,
     hl_timepoint_t* tp = s->timepoints;
     s->timepoints = tp->next;
     hl_shared_event_drop_locked(tp->shared);
-    free(tp);
+    hl_recycler_free(&hl_timepoint_recycler_, tp);
   }
   if (!s->timepoints) s->timepoints_tail = NULL;
 }
@@ -127,12 +133,10 @@ void hl_semaphore_fail_locked(hl_semaphore_t* s, hl_status_t status) {
 
 hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* s, uint64_t value,
                                               hl_shared_event_t* shared) {
-  hl_timepoint_t* tp = calloc(1, sizeof(*tp));
-  if (!tp) {
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "allocating a timepoint for value %llu",
-                          (unsigned long long)value);
-  }
+  hl_timepoint_t* tp = NULL;
+  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_timepoint_recycler_,
+                                       hl_allocator_system(), (void**)&tp),
+                     "a timepoint for value %llu", (unsigned long long)value);
   tp->value = value;
   // The device is not retained: it drains its queues before it goes, and
   // draining reaches (and so drops) every timepoint its events back.
@@ -252,10 +256,37 @@ hl_status_t hl_semaphore_wait(hl_semaphore_t* semaphore, uint64_t value,
 
 #define HL_WAIT_MANY_MAX 64
 
+typedef struct hl_wait_spin_t {
+  hl_wait_mode_t mode;
+  size_t count;
+  const hl_fence_entry_t* pairs;
+} hl_wait_spin_t;
+
+// Whether the wait is over (reached, or a semaphore failed): atomics only.
+static bool hl_wait_settled(const void* arg) {
+  const hl_wait_spin_t* w = (const hl_wait_spin_t*)arg;
+  size_t reached = 0;
+  for (size_t i = 0; i < w->count; ++i) {
+    if (hl_semaphore_failure(w->pairs[i].semaphore)) return true;
+    if (hl_semaphore_value(w->pairs[i].semaphore) >= w->pairs[i].value) {
+      ++reached;
+    }
+  }
+  return w->mode == HL_WAIT_ANY ? reached > 0 : reached == w->count;
+}
+
 hl_status_t hl_semaphore_wait_pairs(hl_wait_mode_t mode, size_t count,
                                     const hl_fence_entry_t* pairs,
                                     hl_time_t deadline, size_t* out_index) {
   if (count == 0) return NULL;
+  // A short spin before the lock and the condition variable (base/spin.h):
+  // the signal of a short device step arrives within it, and the wake-up
+  // costs more than the spin. Not for polls or deadlines nearer than it.
+  if (count <= HL_WAIT_MANY_MAX && (deadline == HL_INFINITE_FUTURE ||
+                                    deadline - hl_time_now() > HL_SPIN_NS)) {
+    hl_wait_spin_t spin = {mode, count, pairs};
+    hl_spin_until(hl_wait_settled, &spin);
+  }
   cnd_t cond;
   if (cnd_init(&cond) != thrd_success) {
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,

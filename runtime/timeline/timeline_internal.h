@@ -123,13 +123,19 @@ struct hl_device_t {
   uint32_t free_event_capacity;
   atomic_int_least64_t live_events;  // Created and not destroyed.
 
-  // Completion thread: runs hl_work_t items in order.
+  // Completion thread: runs hl_work_t items in order (scheduler.c).
   mtx_t work_mutex;
-  cnd_t work_cond;
+  cnd_t work_cond;  // The work thread sleeps on it (work_sleeping).
+  cnd_t idle_cond;  // Flushers sleep on it until work_pending is 0.
   hl_work_t* work_head;
   hl_work_t* work_tail;
-  uint64_t work_pending;  // Enqueued and not finished.
+  uint64_t work_pending;  // Reserved or enqueued, and not finished.
+  uint32_t flush_waiters;
+  bool work_sleeping;
   bool work_stop;
+  // Items pushed so far (written under work_mutex): the work thread spins on
+  // it before it sleeps.
+  _Atomic uint64_t work_pushed;
   thrd_t work_thread;
 
   // State of the layers above, one slot each (see hl_device_extension_t).
@@ -164,6 +170,8 @@ void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work);
 void hl_device_unreserve_work(hl_device_t* device);
 // Blocks until every work item enqueued so far has run.
 void hl_device_flush_work(hl_device_t* device);
+// Stops the work thread once its queue is drained and joins it.
+void hl_device_stop_work(hl_device_t* device);
 // True on the device's work thread and on queue completer threads: the
 // runtime's own threads, which never block on a queue's depth.
 bool hl_device_on_runtime_thread(hl_device_t* device);
@@ -193,6 +201,10 @@ typedef struct hl_shared_event_t {
   hl_backend_event_t* event;
   int refs;
 } hl_shared_event_t;
+// A shared event for |event| with one reference (event_pool.c; any thread).
+hl_status_t hl_shared_event_create(hl_device_t* device,
+                                   hl_backend_event_t* event,
+                                   hl_shared_event_t** out_shared);
 void hl_shared_event_drop_locked(hl_shared_event_t* shared);
 
 // A device timepoint: |value| is signalled when |shared->event| completes.

@@ -411,13 +411,10 @@ hl_status_t hl_host_backend_create(int ordinal, hl_allocator_t allocator,
   device->ordinal = ordinal;
   device->memory_bytes = props.memory_bytes;
   atomic_init(&device->next_stream_id, 0);
-  if (mtx_init(&device->item_mutex, mtx_plain) != thrd_success) {
-    hl_allocator_free(allocator, device);
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED, "creating a mutex");
-  }
+  hl_host_item_cache_initialize(device);
   hl_status_t st = hl_host_pool_initialize(device);
   if (st) {
-    mtx_destroy(&device->item_mutex);
+    hl_host_item_cache_deinitialize(device);
     hl_allocator_free(allocator, device);
     return st;
   }

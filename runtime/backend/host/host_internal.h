@@ -15,6 +15,7 @@
 #include <threads.h>
 
 #include "runtime/backend/backend.h"
+#include "runtime/base/recycler.h"
 
 typedef struct hl_host_item_t hl_host_item_t;
 typedef struct hl_host_block_t hl_host_block_t;
@@ -24,13 +25,16 @@ struct hl_backend_stream_t {
   struct hl_host_backend_t* device;
   uint32_t id;  // Dense per device; indexes dependency tables.
   mtx_t mutex;
-  cnd_t work_cond;  // Signals the worker: new items or stop.
+  cnd_t work_cond;  // Signals the worker when it sleeps: new items or stop.
   cnd_t done_cond;  // Broadcast when completed_seq moves and someone waits.
   hl_host_item_t* head;
   hl_host_item_t* tail;
-  uint64_t submitted_seq;  // Sequence of the last item enqueued.
-  uint64_t completed_seq;  // Sequence of the last item finished.
-  int done_waiters;
+  // Sequences of the last item enqueued and finished: written under |mutex|
+  // (completed_seq by the worker alone), read without it.
+  _Atomic uint64_t submitted_seq;
+  _Atomic uint64_t completed_seq;
+  atomic_int done_waiters;  // Threads in hl_host_stream_wait_seq.
+  bool worker_sleeping;     // The worker waits on work_cond (|mutex|).
   hl_host_item_t* stop_item;  // Made at creation so destroy cannot fail.
   thrd_t thread;
   uint64_t rng;           // Fault-injection delays.
@@ -66,9 +70,7 @@ typedef struct hl_host_backend_t {
   atomic_int_least64_t live_modules;
   hl_host_pool_t pool;
   // Recycled stream items (host_item.c).
-  mtx_t item_mutex;
-  hl_host_item_t* free_items;
-  uint32_t free_item_count;
+  hl_recycler_t items;
 } hl_host_backend_t;
 
 // Streams (host_stream.c).

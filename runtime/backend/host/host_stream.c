@@ -5,6 +5,7 @@
 
 #include "runtime/backend/host/host_item.h"
 #include "runtime/base/faults.h"
+#include "runtime/base/spin.h"
 #include "runtime/base/time_util.h"
 
 static uint64_t hl_host_rng_next(uint64_t* state) {
@@ -75,34 +76,68 @@ static void hl_host_item_execute(hl_backend_stream_t* stream,
   (void)stream;
 }
 
+static bool hl_host_stream_has_items(const void* arg) {
+  const hl_backend_stream_t* stream = (const hl_backend_stream_t*)arg;
+  return atomic_load_explicit(&stream->submitted_seq, memory_order_acquire) >
+         atomic_load_explicit(&stream->completed_seq, memory_order_relaxed);
+}
+
+// Takes every queued item (a chain in order), sleeping while there is none:
+// after a short spin (base/spin.h), so that a steady submitter never pays
+// for a wake-up.
+static hl_host_item_t* hl_host_stream_take_all(hl_backend_stream_t* stream) {
+  if (!hl_host_stream_has_items(stream)) {
+    hl_spin_until(hl_host_stream_has_items, stream);
+  }
+  hl_mutex_lock(&stream->mutex);
+  while (!stream->head) {
+    stream->worker_sleeping = true;
+    cnd_wait(&stream->work_cond, &stream->mutex);
+    stream->worker_sleeping = false;
+  }
+  hl_host_item_t* items = stream->head;
+  stream->head = stream->tail = NULL;
+  mtx_unlock(&stream->mutex);
+  return items;
+}
+
+// Marks |seq| finished and wakes hl_host_stream_wait_seq callers, if any.
+static void hl_host_stream_complete(hl_backend_stream_t* stream, uint64_t seq) {
+  // Pairs with the waiter's increment of done_waiters before it reads
+  // completed_seq (both sequentially consistent): either the waiter sees the
+  // new value or this sees the waiter and wakes it under the mutex.
+  atomic_store(&stream->completed_seq, seq);
+  if (atomic_load(&stream->done_waiters)) {
+    mtx_lock(&stream->mutex);
+    cnd_broadcast(&stream->done_cond);
+    mtx_unlock(&stream->mutex);
+  }
+}
+
 static int hl_host_stream_main(void* arg) {
   hl_backend_stream_t* stream = (hl_backend_stream_t*)arg;
   // Kernels that model device time (spin) sleep on this thread.
   hl_thread_set_precise_sleep();
   for (;;) {
-    mtx_lock(&stream->mutex);
-    while (!stream->head) cnd_wait(&stream->work_cond, &stream->mutex);
-    hl_host_item_t* item = stream->head;
-    stream->head = item->next;
-    if (!stream->head) stream->tail = NULL;
-    mtx_unlock(&stream->mutex);
-
-    if (HL_UNLIKELY(stream->delay_max_us) && item->kind != HL_HOST_ITEM_STOP) {
-      uint64_t us = hl_host_rng_next(&stream->rng) % (stream->delay_max_us + 1);
-      if (us) {
-        hl_faults_count_delay();
-        hl_sleep_ns((hl_duration_t)us * 1000);
+    hl_host_item_t* item = hl_host_stream_take_all(stream);
+    while (item) {
+      hl_host_item_t* next = item->next;
+      if (HL_UNLIKELY(stream->delay_max_us) &&
+          item->kind != HL_HOST_ITEM_STOP) {
+        uint64_t us =
+            hl_host_rng_next(&stream->rng) % (stream->delay_max_us + 1);
+        if (us) {
+          hl_faults_count_delay();
+          hl_sleep_ns((hl_duration_t)us * 1000);
+        }
       }
+      hl_host_item_execute(stream, item);
+      bool stop = item->kind == HL_HOST_ITEM_STOP;
+      hl_host_stream_complete(stream, item->seq);
+      hl_host_item_free(stream->device, item);
+      if (stop) return 0;  // Nothing is pushed after the stop item.
+      item = next;
     }
-    hl_host_item_execute(stream, item);
-
-    bool stop = item->kind == HL_HOST_ITEM_STOP;
-    mtx_lock(&stream->mutex);
-    stream->completed_seq = item->seq;
-    if (stream->done_waiters) cnd_broadcast(&stream->done_cond);
-    mtx_unlock(&stream->mutex);
-    hl_host_item_free(stream->device, item);
-    if (stop) return 0;
   }
 }
 
@@ -147,8 +182,11 @@ hl_status_t hl_host_stream_create(hl_host_backend_t* device,
 // Appends |item| and assigns its sequence. Takes ownership of |item|.
 static uint64_t hl_host_stream_push(hl_backend_stream_t* stream,
                                     hl_host_item_t* item) {
-  mtx_lock(&stream->mutex);
-  item->seq = ++stream->submitted_seq;
+  hl_mutex_lock(&stream->mutex);
+  uint64_t seq = atomic_load_explicit(&stream->submitted_seq,
+                                      memory_order_relaxed) +
+                 1;
+  item->seq = seq;
   item->next = NULL;
   if (stream->tail) {
     stream->tail->next = item;
@@ -156,8 +194,9 @@ static uint64_t hl_host_stream_push(hl_backend_stream_t* stream,
     stream->head = item;
   }
   stream->tail = item;
-  uint64_t seq = item->seq;
-  cnd_signal(&stream->work_cond);
+  atomic_store_explicit(&stream->submitted_seq, seq, memory_order_release);
+  // A spinning worker sees submitted_seq move; only a sleeping one is woken.
+  if (stream->worker_sleeping) cnd_signal(&stream->work_cond);
   mtx_unlock(&stream->mutex);
   return seq;
 }
@@ -207,26 +246,32 @@ hl_status_t hl_host_stream_enqueue_wait(hl_backend_stream_t* stream,
 }
 
 uint64_t hl_host_stream_submitted(hl_backend_stream_t* stream) {
-  mtx_lock(&stream->mutex);
-  uint64_t seq = stream->submitted_seq;
-  mtx_unlock(&stream->mutex);
-  return seq;
+  return atomic_load_explicit(&stream->submitted_seq, memory_order_acquire);
 }
 
 uint64_t hl_host_stream_completed(hl_backend_stream_t* stream) {
-  mtx_lock(&stream->mutex);
-  uint64_t seq = stream->completed_seq;
-  mtx_unlock(&stream->mutex);
-  return seq;
+  return atomic_load_explicit(&stream->completed_seq, memory_order_acquire);
+}
+
+typedef struct hl_host_seq_wait_t {
+  hl_backend_stream_t* stream;
+  uint64_t seq;
+} hl_host_seq_wait_t;
+
+static bool hl_host_seq_reached(const void* arg) {
+  const hl_host_seq_wait_t* w = (const hl_host_seq_wait_t*)arg;
+  return hl_host_stream_completed(w->stream) >= w->seq;
 }
 
 void hl_host_stream_wait_seq(hl_backend_stream_t* stream, uint64_t seq) {
+  hl_host_seq_wait_t w = {stream, seq};
+  if (hl_spin_until(hl_host_seq_reached, &w)) return;
   mtx_lock(&stream->mutex);
-  ++stream->done_waiters;
-  while (stream->completed_seq < seq) {
+  atomic_fetch_add(&stream->done_waiters, 1);
+  while (atomic_load(&stream->completed_seq) < seq) {
     cnd_wait(&stream->done_cond, &stream->mutex);
   }
-  --stream->done_waiters;
+  atomic_fetch_sub(&stream->done_waiters, 1);
   mtx_unlock(&stream->mutex);
 }
 

@@ -1,0 +1,50 @@
+// Spinning before sleeping.
+//
+// Every handoff between hipline's threads (a submitter pushing stream items,
+// a stream worker completing submissions, the device's work thread) used to
+// cost a futex system call when the other side slept or held a lock, and a
+// system call costs about 1.2 us on the virtual machines hipline is built on
+// (`bench` numbers, 2026-11-25), several times a whole submission's budget.
+// A thread that would block first spins for a bounded time, the cost of a
+// sleep and a wake-up: in steady state the other side shows up within it and
+// nobody enters the kernel; when it does not, the thread sleeps as before,
+// so an idle runtime burns no CPU.
+#ifndef HIPLINE_RUNTIME_BASE_SPIN_H_
+#define HIPLINE_RUNTIME_BASE_SPIN_H_
+
+#include <stdbool.h>
+#include <threads.h>
+
+#include "hipline/time.h"
+
+// How long a thread spins before it blocks (ns).
+#define HL_SPIN_NS ((hl_duration_t)hl_spin_ns())
+hl_duration_t hl_spin_ns(void);
+// Lock attempts before mtx_lock blocks.
+#define HL_SPIN_LOCK_TRIES 200
+
+static inline void hl_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+// mtx_lock that first retries mtx_trylock a bounded number of times: the
+// critical sections behind hipline's locks are short, so a contended lock is
+// usually free again before a sleep could even start.
+static inline void hl_mutex_lock(mtx_t* mutex) {
+  for (int i = 0; i < HL_SPIN_LOCK_TRIES; ++i) {
+    if (mtx_trylock(mutex) == thrd_success) return;
+    hl_cpu_relax();
+  }
+  mtx_lock(mutex);
+}
+
+// Spins until |ready(arg)| is true or HL_SPIN_NS passed; returns its last
+// value. |ready| must only read (atomics): no locks, no side effects.
+typedef bool (*hl_spin_ready_fn_t)(const void* arg);
+bool hl_spin_until(hl_spin_ready_fn_t ready, const void* arg);
+
+#endif  // HIPLINE_RUNTIME_BASE_SPIN_H_
