@@ -18,8 +18,7 @@
 #include "hipline/time.h"
 
 // How long a thread spins before it blocks (ns).
-#define HL_SPIN_NS ((hl_duration_t)hl_spin_ns())
-hl_duration_t hl_spin_ns(void);
+#define HL_SPIN_NS ((hl_duration_t)20000)
 // Lock attempts before mtx_lock blocks.
 #define HL_SPIN_LOCK_TRIES 200
 

@@ -79,9 +79,3 @@ bool hl_spin_until(hl_spin_ready_fn_t ready, const void* arg) {
     }
   }
 }
-#include <stdlib.h>
-hl_duration_t hl_spin_ns(void) {
-  static hl_duration_t v = -1;
-  if (v < 0) { const char* e = getenv("HL_SPIN_NS"); v = e ? atoll(e) : 20000; }
-  return v;
-}

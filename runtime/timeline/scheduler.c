@@ -44,13 +44,18 @@ static bool hl_device_work_arrived(const void* arg) {
          w->taken;
 }
 
-// Drops |count| finished items from the pending count; wakes flushers when
-// it reaches zero. work_mutex held.
-static void hl_device_finish_work_locked(hl_device_t* device, uint64_t count) {
-  device->work_pending -= count;
-  if (!device->work_pending && device->flush_waiters) {
-    cnd_broadcast(&device->idle_cond);
-  }
+// Drops |count| finished items from the pending count and wakes flushers
+// when it reaches zero. No lock held: a flusher registers in flush_waiters
+// before it reads work_pending, and this reads flush_waiters after its
+// decrement (sequentially consistent), so one of the two sees the other; the
+// broadcast is made under work_mutex, which the flusher holds from its check
+// until it sleeps.
+static void hl_device_finish_work(hl_device_t* device, uint64_t count) {
+  if (atomic_fetch_sub(&device->work_pending, count) != count) return;
+  if (!atomic_load(&device->flush_waiters)) return;
+  mtx_lock(&device->work_mutex);
+  cnd_broadcast(&device->idle_cond);
+  mtx_unlock(&device->work_mutex);
 }
 
 int hl_device_work_main(void* arg) {
@@ -79,9 +84,7 @@ int hl_device_work_main(void* arg) {
       work = next;
       ++count;
     }
-    hl_mutex_lock(&device->work_mutex);
-    hl_device_finish_work_locked(device, count);
-    mtx_unlock(&device->work_mutex);
+    hl_device_finish_work(device, count);
   }
   mtx_unlock(&device->work_mutex);
   return 0;
@@ -97,7 +100,7 @@ static void hl_device_push_work(hl_device_t* device, hl_work_t* work,
     device->work_head = work;
   }
   device->work_tail = work;
-  if (!reserved) ++device->work_pending;
+  if (!reserved) atomic_fetch_add(&device->work_pending, 1);
   atomic_store_explicit(
       &device->work_pushed,
       atomic_load_explicit(&device->work_pushed, memory_order_relaxed) + 1,
@@ -111,9 +114,7 @@ void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work) {
 }
 
 void hl_device_reserve_work(hl_device_t* device) {
-  hl_mutex_lock(&device->work_mutex);
-  ++device->work_pending;
-  mtx_unlock(&device->work_mutex);
+  atomic_fetch_add(&device->work_pending, 1);
 }
 
 void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work) {
@@ -121,9 +122,7 @@ void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work) {
 }
 
 void hl_device_unreserve_work(hl_device_t* device) {
-  hl_mutex_lock(&device->work_mutex);
-  hl_device_finish_work_locked(device, 1);
-  mtx_unlock(&device->work_mutex);
+  hl_device_finish_work(device, 1);
 }
 
 void hl_device_stop_work(hl_device_t* device) {
@@ -135,10 +134,11 @@ void hl_device_stop_work(hl_device_t* device) {
 }
 
 void hl_device_flush_work(hl_device_t* device) {
+  if (!atomic_load(&device->work_pending)) return;
   hl_mutex_lock(&device->work_mutex);
-  ++device->flush_waiters;
-  while (device->work_pending)
+  atomic_fetch_add(&device->flush_waiters, 1);
+  while (atomic_load(&device->work_pending))
     cnd_wait(&device->idle_cond, &device->work_mutex);
-  --device->flush_waiters;
+  atomic_fetch_sub(&device->flush_waiters, 1);
   mtx_unlock(&device->work_mutex);
 }

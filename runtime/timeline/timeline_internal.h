@@ -129,8 +129,11 @@ struct hl_device_t {
   cnd_t idle_cond;  // Flushers sleep on it until work_pending is 0.
   hl_work_t* work_head;
   hl_work_t* work_tail;
-  uint64_t work_pending;  // Reserved or enqueued, and not finished.
-  uint32_t flush_waiters;
+  // Reserved or enqueued, and not finished. Atomic: reserving and finishing
+  // take no lock; reaching zero with flushers waiting takes work_mutex to
+  // wake them (both sides are sequentially consistent, see scheduler.c).
+  _Atomic uint64_t work_pending;
+  atomic_uint flush_waiters;
   bool work_sleeping;
   bool work_stop;
   // Items pushed so far (written under work_mutex): the work thread spins on
