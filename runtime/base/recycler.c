@@ -8,14 +8,32 @@
 
 // Precedes every object; 16-byte multiple keeps the object's alignment.
 struct hl_recycled_t {
-  hl_recycled_t* next;  // On the free list.
+  hl_recycled_t* next;  // On a free list.
   hl_allocator_t allocator;
 };
 _Static_assert(sizeof(hl_recycled_t) % 16 == 0, "header keeps alignment");
 
+// Recyclers with thread caches (the rest use only the global list).
+#define HL_RECYCLER_SLOTS 32
+// A thread's cache holds at most this many objects of one recycler.
+#define HL_RECYCLER_CACHE (2 * HL_RECYCLER_BATCH)
+
+typedef struct hl_recycler_cache_t {
+  hl_recycled_t* head;
+  uint32_t count;
+} hl_recycler_cache_t;
+
+static hl_recycler_t* _Atomic hl_recycler_slots_[HL_RECYCLER_SLOTS];
+static atomic_int hl_recycler_slot_count_;
+static _Thread_local hl_recycler_cache_t hl_recycler_caches_[HL_RECYCLER_SLOTS];
+static _Thread_local bool hl_recycler_thread_registered_;
+static tss_t hl_recycler_exit_key_;
+static bool hl_recycler_exit_key_ok_;
+static once_flag hl_recycler_once_ = ONCE_FLAG_INIT;
+
 static void hl_recycler_lock(hl_recycler_t* r) {
-  for (uint32_t i = 0; atomic_flag_test_and_set_explicit(
-           &r->lock, memory_order_acquire);
+  for (uint32_t i = 0;
+       atomic_flag_test_and_set_explicit(&r->lock, memory_order_acquire);
        ++i) {
     // The lock is held for a few instructions; a holder that was preempted
     // gets the core back.
@@ -47,36 +65,117 @@ static bool hl_recyclable(hl_allocator_t a) {
 #endif
 }
 
-void hl_recycler_initialize(hl_recycler_t* r, size_t object_size,
-                            uint32_t max_kept, const char* description) {
-  atomic_flag_clear(&r->lock);
-  r->head = NULL;
-  r->count = 0;
-  r->capacity = max_kept;
-  r->size = object_size;
-  r->what = description;
-  r->reused = 0;
-  r->allocated = 0;
+// Puts the chain |first|..|last| (|n| objects) on the global list, freeing
+// what does not fit.
+static void hl_recycler_give_chain(hl_recycler_t* r, hl_recycled_t* first,
+                                   hl_recycled_t* last, uint32_t n) {
+  hl_recycler_lock(r);
+  if (r->count + n <= r->capacity) {
+    last->next = r->head;
+    r->head = first;
+    r->count += n;
+    first = NULL;
+  }
+  hl_recycler_unlock(r);
+  while (first) {
+    hl_recycled_t* next = first->next;
+    hl_allocator_free(first->allocator, first);
+    first = next;
+  }
+}
+
+// Thread exit: every cache goes back to its recycler.
+static void hl_recycler_thread_exit(void* unused) {
+  (void)unused;
+  int slots = atomic_load(&hl_recycler_slot_count_);
+  if (slots > HL_RECYCLER_SLOTS) slots = HL_RECYCLER_SLOTS;
+  for (int i = 0; i < slots; ++i) {
+    hl_recycler_cache_t* c = &hl_recycler_caches_[i];
+    hl_recycler_t* r = atomic_load(&hl_recycler_slots_[i]);
+    if (!c->head || !r) continue;
+    hl_recycled_t* last = c->head;
+    while (last->next) last = last->next;
+    hl_recycler_give_chain(r, c->head, last, c->count);
+    c->head = NULL;
+    c->count = 0;
+  }
+}
+
+static void hl_recycler_init_once(void) {
+  hl_recycler_exit_key_ok_ =
+      tss_create(&hl_recycler_exit_key_, hl_recycler_thread_exit) ==
+      thrd_success;
+}
+
+// This thread's cache for |r|, or NULL (no slot left, or no exit hook:
+// objects of a thread that exits must not be lost).
+static hl_recycler_cache_t* hl_recycler_cache(hl_recycler_t* r) {
+  int slot = atomic_load_explicit(&r->slot, memory_order_acquire);
+  if (slot == 0) {
+    call_once(&hl_recycler_once_, hl_recycler_init_once);
+    int index = atomic_fetch_add(&hl_recycler_slot_count_, 1);
+    int mine = index < HL_RECYCLER_SLOTS ? index + 1 : -1;
+    if (mine > 0) atomic_store(&hl_recycler_slots_[index], r);
+    int expected = 0;
+    // Two first users: one slot wins, the other stays unused.
+    if (!atomic_compare_exchange_strong(&r->slot, &expected, mine)) {
+      mine = expected;
+    }
+    slot = mine;
+  }
+  if (slot < 0 || !hl_recycler_exit_key_ok_) return NULL;
+  if (!hl_recycler_thread_registered_) {
+    // A non-NULL value makes the exit hook run for this thread.
+    if (tss_set(hl_recycler_exit_key_, (void*)1) != thrd_success) return NULL;
+    hl_recycler_thread_registered_ = true;
+  }
+  return &hl_recycler_caches_[slot - 1];
 }
 
 hl_status_t hl_recycler_alloc(hl_recycler_t* r, hl_allocator_t allocator,
                               void** out_object) {
   if (!allocator.alloc) allocator = hl_allocator_system();
   hl_recycled_t* h = NULL;
-  bool recyclable = hl_recyclable(allocator);
-  hl_recycler_lock(r);
-  if (recyclable && r->head) {
-    h = r->head;
-    r->head = h->next;
-    --r->count;
-    ++r->reused;
-  } else {
-    ++r->allocated;
+  if (hl_recyclable(allocator)) {
+    hl_recycler_cache_t* c = hl_recycler_cache(r);
+    if (c && !c->head) {
+      // Refill the cache with a batch from the global list.
+      hl_recycler_lock(r);
+      uint32_t n = 0;
+      hl_recycled_t* first = r->head;
+      hl_recycled_t* last = NULL;
+      for (hl_recycled_t* p = first; p && n < HL_RECYCLER_BATCH;
+           p = p->next) {
+        last = p;
+        ++n;
+      }
+      if (last) {
+        r->head = last->next;
+        r->count -= n;
+        last->next = NULL;
+        c->head = first;
+        c->count = n;
+      }
+      hl_recycler_unlock(r);
+    }
+    if (c && c->head) {
+      h = c->head;
+      c->head = h->next;
+      --c->count;
+    } else if (!c) {
+      hl_recycler_lock(r);
+      h = r->head;
+      if (h) {
+        r->head = h->next;
+        --r->count;
+      }
+      hl_recycler_unlock(r);
+    }
   }
-  hl_recycler_unlock(r);
   if (h) {
     memset(h + 1, 0, r->size);
   } else {
+    atomic_fetch_add_explicit(&r->allocated, 1, memory_order_relaxed);
     HL_RETURN_IF_ERROR(
         hl_allocator_calloc(allocator, sizeof(*h) + r->size, (void**)&h),
         "allocating %s", r->what);
@@ -93,34 +192,25 @@ void hl_recycler_free(hl_recycler_t* r, void* object) {
     hl_allocator_free(h->allocator, h);
     return;
   }
-  hl_recycler_lock(r);
-  if (r->count < r->capacity) {
-    h->next = r->head;
-    r->head = h;
-    ++r->count;
-    h = NULL;
+  hl_recycler_cache_t* c = hl_recycler_cache(r);
+  if (!c) {
+    h->next = NULL;
+    hl_recycler_give_chain(r, h, h, 1);
+    return;
   }
-  hl_recycler_unlock(r);
-  if (h) hl_allocator_free(h->allocator, h);
+  h->next = c->head;
+  c->head = h;
+  if (++c->count < HL_RECYCLER_CACHE) return;
+  // Full: a batch goes to the global list for the threads that allocate.
+  hl_recycled_t* first = c->head;
+  hl_recycled_t* last = first;
+  for (uint32_t i = 1; i < HL_RECYCLER_BATCH; ++i) last = last->next;
+  c->head = last->next;
+  c->count -= HL_RECYCLER_BATCH;
+  last->next = NULL;
+  hl_recycler_give_chain(r, first, last, HL_RECYCLER_BATCH);
 }
 
-void hl_recycler_drain(hl_recycler_t* r) {
-  hl_recycler_lock(r);
-  hl_recycled_t* h = r->head;
-  r->head = NULL;
-  r->count = 0;
-  hl_recycler_unlock(r);
-  while (h) {
-    hl_recycled_t* next = h->next;
-    hl_allocator_free(h->allocator, h);
-    h = next;
-  }
-}
-
-void hl_recycler_stats(hl_recycler_t* r, hl_recycler_stats_t* out) {
-  hl_recycler_lock(r);
-  out->reused = r->reused;
-  out->allocated = r->allocated;
-  out->kept = r->count;
-  hl_recycler_unlock(r);
+uint64_t hl_recycler_allocated(hl_recycler_t* r) {
+  return atomic_load_explicit(&r->allocated, memory_order_relaxed);
 }

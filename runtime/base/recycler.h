@@ -2,11 +2,17 @@
 //
 // hipline's steady state makes no heap allocation: the objects every
 // operation needs (submissions, timepoints, shared events, fences, roots,
-// buffers, ops) come back to a recycler when they die and are handed out
-// again, zeroed, by the next operation. Objects are born on one thread
-// (the submitter) and die on another (the completion thread); glibc's
-// allocator pays for that with arena-lock contention and futex calls, a
-// recycler with a short spin lock.
+// buffers, ops, host stream items) go back to a recycler when they die and
+// are handed out again, zeroed, by the next operation. Objects are born on
+// one thread (the submitter) and die on another (a stream worker); glibc's
+// allocator pays for that with arena-lock contention and futex calls.
+//
+// A recycler is a global list under a spin lock plus a cache per thread
+// (mimalloc's and the magazine allocators' idea): a thread allocates from
+// and frees to its own cache without any lock, and moves objects to or from
+// the global list HL_RECYCLER_BATCH at a time, so a producer/consumer pair
+// of threads touches the shared lock once per batch. A thread's cache goes
+// back to the global list when the thread exits.
 //
 // Each object carries a small header that remembers the host allocator it
 // came from. Only objects of the system allocator are kept; a caller's
@@ -28,41 +34,33 @@
 
 typedef struct hl_recycled_t hl_recycled_t;
 
+// Objects moved between a thread's cache and the global list at a time.
+#define HL_RECYCLER_BATCH 32
+
 typedef struct hl_recycler_t {
   atomic_flag lock;
-  hl_recycled_t* head;
-  uint32_t count;
-  uint32_t capacity;  // Objects kept at most.
-  size_t size;        // Object size in bytes.
-  const char* what;   // For messages: "a submission".
-  // Counters (under |lock|): objects handed out from the list, and objects
-  // that needed the allocator.
-  uint64_t reused;
-  uint64_t allocated;
+  hl_recycled_t* head;  // The global list (|lock|).
+  uint32_t count;       // Objects on it (|lock|).
+  uint32_t capacity;    // Objects kept on it at most.
+  size_t size;          // Object size in bytes.
+  const char* what;     // For messages: "a submission".
+  atomic_int slot;      // 1 + index of the thread caches; 0: not yet; -1: none.
+  _Atomic uint64_t allocated;  // Objects that needed the allocator.
 } hl_recycler_t;
 
 #define HL_RECYCLER_INITIALIZER(object_size, max_kept, description) \
   {ATOMIC_FLAG_INIT, NULL, 0, (max_kept), (object_size), (description), 0, 0}
-
-// Initialises a recycler that is not a static object (one per owner).
-void hl_recycler_initialize(hl_recycler_t* recycler, size_t object_size,
-                            uint32_t max_kept, const char* description);
 
 // A zeroed object of the recycler's size, recycled when one is kept or else
 // from |allocator| (the system allocator when it has no alloc function).
 hl_status_t hl_recycler_alloc(hl_recycler_t* recycler, hl_allocator_t allocator,
                               void** out_object);
 // Gives |object| (from hl_recycler_alloc on this recycler; NULL is ignored)
-// back: kept for reuse, or freed through its allocator when the list is full.
+// back: kept for reuse, or freed through its allocator when the recycler
+// keeps enough.
 void hl_recycler_free(hl_recycler_t* recycler, void* object);
-// Frees every kept object through its allocator.
-void hl_recycler_drain(hl_recycler_t* recycler);
 
-typedef struct hl_recycler_stats_t {
-  uint64_t reused;
-  uint64_t allocated;
-  uint32_t kept;
-} hl_recycler_stats_t;
-void hl_recycler_stats(hl_recycler_t* recycler, hl_recycler_stats_t* out);
+// Objects the recycler had to get from an allocator so far (every thread).
+uint64_t hl_recycler_allocated(hl_recycler_t* recycler);
 
 #endif  // HIPLINE_RUNTIME_BASE_RECYCLER_H_

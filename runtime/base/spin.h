@@ -19,8 +19,6 @@
 
 // How long a thread spins before it blocks (ns).
 #define HL_SPIN_NS ((hl_duration_t)20000)
-// Lock attempts before mtx_lock blocks.
-#define HL_SPIN_LOCK_TRIES 200
 
 static inline void hl_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -30,16 +28,10 @@ static inline void hl_cpu_relax(void) {
 #endif
 }
 
-// mtx_lock that first retries mtx_trylock a bounded number of times: the
-// critical sections behind hipline's locks are short, so a contended lock is
-// usually free again before a sleep could even start.
-static inline void hl_mutex_lock(mtx_t* mutex) {
-  for (int i = 0; i < HL_SPIN_LOCK_TRIES; ++i) {
-    if (mtx_trylock(mutex) == thrd_success) return;
-    hl_cpu_relax();
-  }
-  mtx_lock(mutex);
-}
+// mtx_lock that first retries mtx_trylock for up to HL_SPIN_NS: the
+// critical sections behind hipline's locks are short, so a contended lock
+// is usually free again long before a sleep and a wake-up would be over.
+void hl_mutex_lock(mtx_t* mutex);
 
 // Spins until |ready(arg)| is true or HL_SPIN_NS passed; returns its last
 // value. |ready| must only read (atomics): no locks, no side effects.

@@ -63,19 +63,48 @@ void hl_thread_set_precise_sleep(void) {
 #endif
 }
 
+// Spins in two phases: a few microseconds of pause instructions (the other
+// thread is running on another core and about to deliver), then yields, so
+// that a thread spinning on a core it shares with the thread it waits for
+// (more runnable threads than cores) hands the core over instead of burning
+// its time slice.
+#define HL_SPIN_PAUSE_NS ((hl_duration_t)2000)
+
 bool hl_spin_until(hl_spin_ready_fn_t ready, const void* arg) {
-  hl_time_t start = 0;
+  hl_time_t start = hl_time_now();
   for (uint32_t i = 0;; ++i) {
     if (ready(arg)) return true;
-    hl_cpu_relax();
-    // The clock is read every 32 rounds (a vDSO call, ~25 ns).
-    if ((i & 31) == 31) {
-      hl_time_t now = hl_time_now();
-      if (!start) {
-        start = now;
-      } else if (now - start >= HL_SPIN_NS) {
-        return ready(arg);
-      }
+    hl_time_t elapsed = hl_time_now() - start;
+    if (elapsed >= HL_SPIN_NS) return ready(arg);
+    if (elapsed < HL_SPIN_PAUSE_NS) {
+      for (int k = 0; k < 16; ++k) hl_cpu_relax();
+    } else {
+      thrd_yield();
     }
   }
+}
+
+void hl_thread_set_name(const char* name) {
+#if defined(__linux__) && defined(PR_SET_NAME)
+  // At most 15 characters are kept; failure keeps the inherited name.
+  (void)prctl(PR_SET_NAME, (unsigned long)name, 0ul, 0ul, 0ul);
+#else
+  (void)name;
+#endif
+}
+
+void hl_mutex_lock(mtx_t* mutex) {
+  if (mtx_trylock(mutex) == thrd_success) return;
+  hl_time_t start = hl_time_now();
+  for (;;) {
+    hl_time_t elapsed = hl_time_now() - start;
+    if (elapsed >= HL_SPIN_NS) break;
+    if (elapsed < HL_SPIN_PAUSE_NS) {
+      for (int k = 0; k < 16; ++k) hl_cpu_relax();
+    } else {
+      thrd_yield();
+    }
+    if (mtx_trylock(mutex) == thrd_success) return;
+  }
+  mtx_lock(mutex);
 }

@@ -28,4 +28,9 @@ void hl_sleep_until(hl_time_t deadline);
 // 50 us); a no-op elsewhere. For threads that model device time by sleeping.
 void hl_thread_set_precise_sleep(void);
 
+// Names the calling thread for debuggers, top and perf (Linux; a no-op
+// elsewhere): hipline's threads are "hl-stream", "hl-work" and
+// "hl-completer".
+void hl_thread_set_name(const char* name);
+
 #endif  // HIPLINE_RUNTIME_BASE_TIME_UTIL_H_

@@ -105,8 +105,16 @@ static void hl_alloca_release(hl_op_t* base, hl_status_t status) {
   hl_recycler_free(&hl_alloca_op_recycler_, op);
 }
 
+static bool hl_alloca_release_light(hl_op_t* base, hl_status_t status) {
+  hl_alloca_op_t* op = (hl_alloca_op_t*)base;
+  if (!hl_root_release_for_op_unless_last(op->root)) return false;
+  hl_recycler_free(&hl_alloca_op_recycler_, op);
+  return true;
+}
+
 static const hl_op_vtable_t hl_alloca_vtable = {
-    hl_alloca_issue, hl_alloca_release, hl_alloca_on_submit, NULL};
+    hl_alloca_issue, hl_alloca_release, hl_alloca_on_submit, NULL,
+    hl_alloca_release_light};
 
 hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
                             const hl_fence_t* signal_fence, uint64_t size,
@@ -263,9 +271,16 @@ static void hl_dealloca_release(hl_op_t* base, hl_status_t status) {
   hl_recycler_free(&hl_dealloca_op_recycler_, op);
 }
 
+static bool hl_dealloca_release_light(hl_op_t* base, hl_status_t status) {
+  hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
+  if (!hl_root_release_for_op_unless_last(op->root)) return false;
+  hl_recycler_free(&hl_dealloca_op_recycler_, op);
+  return true;
+}
+
 static const hl_op_vtable_t hl_dealloca_vtable = {
     hl_dealloca_issue, hl_dealloca_release, hl_dealloca_on_submit,
-    hl_dealloca_cancel};
+    hl_dealloca_cancel, hl_dealloca_release_light};
 
 hl_queue_t* hl_buffer_affinity_queue(const hl_buffer_t* buffer) {
   return buffer ? buffer->root->affinity_queue : NULL;

@@ -306,6 +306,19 @@ void hl_root_ref_snapshot(hl_root_t* root, uint32_t* out_total,
 
 static void hl_root_last_release(hl_root_t* root);
 
+bool hl_root_release_for_op_unless_last(hl_root_t* root) {
+  uint64_t refs = atomic_load_explicit(&root->refs, memory_order_relaxed);
+  while ((uint32_t)refs > 1) {
+    if (atomic_compare_exchange_weak_explicit(&root->refs, &refs,
+                                              refs - HL_ROOT_OP_REF,
+                                              memory_order_acq_rel,
+                                              memory_order_relaxed)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void hl_root_release_for_op(hl_root_t* root) {
   uint64_t old = atomic_fetch_sub_explicit(&root->refs, HL_ROOT_OP_REF,
                                            memory_order_acq_rel);

@@ -79,6 +79,9 @@ void hl_root_release(hl_root_t* root);
 // References held by queue operations until their submission completes.
 void hl_root_retain_for_op(hl_root_t* root);
 void hl_root_release_for_op(hl_root_t* root);
+// hl_root_release_for_op unless it would drop the root's last reference;
+// returns whether it released. Any thread, any lock held.
+bool hl_root_release_for_op_unless_last(hl_root_t* root);
 // Reads the reference counts (total and in-flight-op) in one load.
 void hl_root_ref_snapshot(hl_root_t* root, uint32_t* out_total,
                           uint32_t* out_ops);

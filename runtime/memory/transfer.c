@@ -107,7 +107,7 @@ static void hl_transfer_release(hl_op_t* base, hl_status_t status) {
 }
 
 static const hl_op_vtable_t hl_transfer_vtable = {
-    hl_transfer_issue, hl_transfer_release, hl_transfer_on_submit, NULL};
+    hl_transfer_issue, hl_transfer_release, hl_transfer_on_submit, NULL, NULL};
 
 static hl_status_t hl_transfer_check_range(const char* what, hl_queue_t* queue,
                                            const hl_buffer_t* buffer,

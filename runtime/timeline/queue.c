@@ -8,6 +8,7 @@
 #include "runtime/base/faults.h"
 #include "runtime/base/log.h"
 #include "runtime/base/recycler.h"
+#include "runtime/base/time_util.h"
 #include "runtime/base/trace.h"
 #include "runtime/timeline/timeline_internal.h"
 
@@ -199,6 +200,35 @@ static void hl_submission_destroy(hl_work_t* work) {
   hl_queue_release(queue);
 }
 
+// Finishes |sub| on the calling thread where that is cheap: releases the
+// ops that can release anywhere and the semaphore and queue references that
+// are not the last ones, and recycles the submission. Returns false when
+// something is left for hl_submission_destroy on the completion thread
+// (what was released is gone from |sub|). Any thread, any lock held.
+static bool hl_submission_destroy_light(hl_submission_t* sub) {
+  hl_status_t status = atomic_load(&sub->failure);
+  while (sub->ops) {
+    hl_op_t* op = sub->ops;
+    hl_op_t* next = op->next;
+    if (!op->vtable->release_light || !op->vtable->release_light(op, status)) {
+      return false;
+    }
+    sub->ops = next;
+  }
+  for (size_t i = 0; i < sub->wait_count + sub->signal_count; ++i) {
+    // Waits and signals are one array.
+    hl_fence_entry_t* e = &sub->waits[i];
+    if (!hl_semaphore_release_unless_last(e->semaphore)) return false;
+    e->semaphore = NULL;
+  }
+  if (!hl_queue_release_unless_last(sub->queue)) return false;
+  hl_status_free(status);
+  free(sub->parks);
+  if (sub->waits != sub->inline_entries) free(sub->waits);
+  hl_recycler_free(&hl_submission_recycler_, sub);
+  return true;
+}
+
 // Checks the waits for failures that happened after issue (host backend).
 static hl_status_t hl_submission_gate_check(void* user) {
   hl_submission_t* sub = (hl_submission_t*)user;
@@ -281,7 +311,12 @@ static void hl_submission_complete_dropping(hl_submission_t* sub,
   hl_timeline_unlock();
   atomic_store(&sub->completion_reserved, true);
   if (atomic_fetch_sub(&sub->refs, 1) == 1) {
-    hl_device_enqueue_reserved_work(queue->device, &sub->work);
+    hl_device_t* device = queue->device;  // Held by |sub|'s queue until now.
+    if (hl_submission_destroy_light(sub)) {
+      hl_device_unreserve_work(device);
+    } else {
+      hl_device_enqueue_reserved_work(device, &sub->work);
+    }
   }
 }
 
@@ -294,7 +329,12 @@ static void hl_submission_complete(void* user) {
 static void hl_submission_unref(hl_submission_t* sub) {
   if (atomic_fetch_sub(&sub->refs, 1) != 1) return;
   hl_device_t* device = sub->queue->device;
-  if (atomic_load(&sub->completion_reserved)) {
+  bool reserved = atomic_load(&sub->completion_reserved);
+  if (hl_submission_destroy_light(sub)) {
+    if (reserved) hl_device_unreserve_work(device);
+    return;
+  }
+  if (reserved) {
     hl_device_enqueue_reserved_work(device, &sub->work);
   } else {
     hl_device_enqueue_work(device, &sub->work);
@@ -828,6 +868,7 @@ static void hl_queue_completer_run(hl_queue_t* queue, hl_submission_t* sub) {
 static int hl_queue_completer_main(void* arg) {
   hl_queue_t* queue = (hl_queue_t*)arg;
   hl_on_completer_thread_ = true;
+  hl_thread_set_name("hl-completer");
   mtx_lock(&queue->completer_mutex);
   for (;;) {
     while (!queue->completer_head && !queue->completer_stop) {
@@ -993,17 +1034,15 @@ void hl_queue_retain(hl_queue_t* queue) {
     atomic_fetch_add_explicit(&queue->ref_count, 1, memory_order_relaxed);
 }
 
+bool hl_queue_release_unless_last(hl_queue_t* queue) {
+  if (!queue) return true;
+  return hl_ref_drop_unless_last(&queue->ref_count);
+}
+
 void hl_queue_release(hl_queue_t* queue) {
   if (!queue) return;
   // Fast path: not the last reference.
-  int refs = atomic_load_explicit(&queue->ref_count, memory_order_relaxed);
-  while (refs > 1) {
-    if (atomic_compare_exchange_weak_explicit(&queue->ref_count, &refs,
-                                              refs - 1, memory_order_acq_rel,
-                                              memory_order_relaxed)) {
-      return;
-    }
-  }
+  if (hl_ref_drop_unless_last(&queue->ref_count)) return;
   // The last reference goes under the scheduler lock, together with the
   // queue's entry in its device, so hl_device_snapshot_queues (which retains
   // under the same lock) never picks up a dying queue.
@@ -1275,8 +1314,14 @@ static void hl_host_call_release(hl_op_t* base, hl_status_t status) {
   hl_recycler_free(&hl_host_call_recycler_, base);
 }
 
+static bool hl_host_call_release_light(hl_op_t* base, hl_status_t status) {
+  hl_host_call_release(base, status);
+  return true;
+}
+
 static const hl_op_vtable_t hl_host_call_vtable = {
-    hl_host_call_issue, hl_host_call_release, NULL, NULL};
+    hl_host_call_issue, hl_host_call_release, NULL, NULL,
+    hl_host_call_release_light};
 
 hl_status_t hl_queue_host_call(hl_queue_t* queue, const hl_fence_t* wait_fence,
                                const hl_fence_t* signal_fence,

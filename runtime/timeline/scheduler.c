@@ -33,38 +33,35 @@ int hl_timeline_cond_wait(cnd_t* cond, hl_time_t deadline) {
 // Work thread
 //===----------------------------------------------------------------------===//
 
-typedef struct hl_work_spin_t {
-  hl_device_t* device;
-  uint64_t taken;
-} hl_work_spin_t;
-
-static bool hl_device_work_arrived(const void* arg) {
-  const hl_work_spin_t* w = (const hl_work_spin_t*)arg;
-  return atomic_load_explicit(&w->device->work_pushed, memory_order_acquire) !=
-         w->taken;
-}
-
 // Drops |count| finished items from the pending count and wakes flushers
-// when it reaches zero. No lock held: a flusher registers in flush_waiters
-// before it reads work_pending, and this reads flush_waiters after its
-// decrement (sequentially consistent), so one of the two sees the other; the
-// broadcast is made under work_mutex, which the flusher holds from its check
-// until it sleeps.
+// when it reaches zero. Without a lock unless it may reach zero: then under
+// work_mutex, which flushers hold while they look, so a flusher that sees
+// zero (and may go on to destroy the device) only gets the mutex after this
+// thread is done with it.
 static void hl_device_finish_work(hl_device_t* device, uint64_t count) {
-  if (atomic_fetch_sub(&device->work_pending, count) != count) return;
-  if (!atomic_load(&device->flush_waiters)) return;
-  mtx_lock(&device->work_mutex);
-  cnd_broadcast(&device->idle_cond);
+  uint64_t pending = atomic_load(&device->work_pending);
+  while (pending > count) {
+    if (atomic_compare_exchange_weak(&device->work_pending, &pending,
+                                     pending - count)) {
+      return;
+    }
+  }
+  hl_mutex_lock(&device->work_mutex);
+  if (atomic_fetch_sub(&device->work_pending, count) == count &&
+      device->flush_waiters) {
+    cnd_broadcast(&device->idle_cond);
+  }
   mtx_unlock(&device->work_mutex);
 }
 
 int hl_device_work_main(void* arg) {
   hl_device_t* device = (hl_device_t*)arg;
-  hl_work_spin_t spin = {device, 0};
+  hl_thread_set_name("hl-work");
   for (;;) {
-    // A short spin first (base/spin.h): a steady stream of completions
-    // never pays for waking this thread.
-    hl_spin_until(hl_device_work_arrived, &spin);
+    // No spin: most submissions finish on the stream's worker
+    // (hl_submission_destroy_light), so this thread is off the fast path,
+    // and a core spent spinning here is one the submitter and the stream
+    // workers lack (2-core machines).
     hl_mutex_lock(&device->work_mutex);
     while (!device->work_head && !device->work_stop) {
       device->work_sleeping = true;
@@ -74,8 +71,6 @@ int hl_device_work_main(void* arg) {
     hl_work_t* work = device->work_head;
     if (!work) break;  // Stopped and drained.
     device->work_head = device->work_tail = NULL;
-    spin.taken = atomic_load_explicit(&device->work_pushed,
-                                      memory_order_relaxed);
     mtx_unlock(&device->work_mutex);
     uint64_t count = 0;
     while (work) {
@@ -101,10 +96,6 @@ static void hl_device_push_work(hl_device_t* device, hl_work_t* work,
   }
   device->work_tail = work;
   if (!reserved) atomic_fetch_add(&device->work_pending, 1);
-  atomic_store_explicit(
-      &device->work_pushed,
-      atomic_load_explicit(&device->work_pushed, memory_order_relaxed) + 1,
-      memory_order_release);
   if (device->work_sleeping) cnd_signal(&device->work_cond);
   mtx_unlock(&device->work_mutex);
 }
@@ -134,11 +125,11 @@ void hl_device_stop_work(hl_device_t* device) {
 }
 
 void hl_device_flush_work(hl_device_t* device) {
-  if (!atomic_load(&device->work_pending)) return;
+  // Always under the mutex (see hl_device_finish_work).
   hl_mutex_lock(&device->work_mutex);
-  atomic_fetch_add(&device->flush_waiters, 1);
+  ++device->flush_waiters;
   while (atomic_load(&device->work_pending))
     cnd_wait(&device->idle_cond, &device->work_mutex);
-  atomic_fetch_sub(&device->flush_waiters, 1);
+  --device->flush_waiters;
   mtx_unlock(&device->work_mutex);
 }

@@ -52,6 +52,11 @@ static void hl_semaphore_drop_timepoints_locked(hl_semaphore_t* s,
   if (!s->timepoints) s->timepoints_tail = NULL;
 }
 
+bool hl_semaphore_release_unless_last(hl_semaphore_t* semaphore) {
+  if (!semaphore) return true;
+  return hl_ref_drop_unless_last(&semaphore->ref_count);
+}
+
 void hl_semaphore_release(hl_semaphore_t* semaphore) {
   if (!semaphore) return;
   if (atomic_fetch_sub_explicit(&semaphore->ref_count, 1,
@@ -282,8 +287,10 @@ hl_status_t hl_semaphore_wait_pairs(hl_wait_mode_t mode, size_t count,
   // A short spin before the lock and the condition variable (base/spin.h):
   // the signal of a short device step arrives within it, and the wake-up
   // costs more than the spin. Not for polls or deadlines nearer than it.
-  if (count <= HL_WAIT_MANY_MAX && (deadline == HL_INFINITE_FUTURE ||
-                                    deadline - hl_time_now() > HL_SPIN_NS)) {
+  hl_time_t now = hl_time_now();
+  if (count <= HL_WAIT_MANY_MAX &&
+      (deadline == HL_INFINITE_FUTURE ||
+       (deadline > now && deadline - now > HL_SPIN_NS))) {
     hl_wait_spin_t spin = {mode, count, pairs};
     hl_spin_until(hl_wait_settled, &spin);
   }

@@ -129,16 +129,12 @@ struct hl_device_t {
   cnd_t idle_cond;  // Flushers sleep on it until work_pending is 0.
   hl_work_t* work_head;
   hl_work_t* work_tail;
-  // Reserved or enqueued, and not finished. Atomic: reserving and finishing
-  // take no lock; reaching zero with flushers waiting takes work_mutex to
-  // wake them (both sides are sequentially consistent, see scheduler.c).
+  // Reserved or enqueued, and not finished. Atomic: reserving takes no lock,
+  // finishing only when it may reach zero (see scheduler.c).
   _Atomic uint64_t work_pending;
-  atomic_uint flush_waiters;
+  uint32_t flush_waiters;  // work_mutex.
   bool work_sleeping;
   bool work_stop;
-  // Items pushed so far (written under work_mutex): the work thread spins on
-  // it before it sleeps.
-  _Atomic uint64_t work_pushed;
   thrd_t work_thread;
 
   // State of the layers above, one slot each (see hl_device_extension_t).
@@ -244,6 +240,26 @@ struct hl_semaphore_t {
   bool queue_owned;
 };
 
+// Drops one reference to |counter| unless it is the last one; returns
+// whether it did. For releases on threads that must not destroy objects.
+static inline bool hl_ref_drop_unless_last(atomic_int* counter) {
+  int refs = atomic_load_explicit(counter, memory_order_relaxed);
+  while (refs > 1) {
+    if (atomic_compare_exchange_weak_explicit(counter, &refs, refs - 1,
+                                              memory_order_acq_rel,
+                                              memory_order_relaxed)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Releases |semaphore| (NULL: nothing) unless this is its last reference;
+// returns false, and leaves the reference, when it is. Any thread, any lock.
+bool hl_semaphore_release_unless_last(hl_semaphore_t* semaphore);
+// The same for a queue.
+bool hl_queue_release_unless_last(hl_queue_t* queue);
+
 // Scheduler lock held for all of these.
 void hl_semaphore_add_waiter_locked(hl_semaphore_t* semaphore,
                                     hl_waiter_t* waiter);
@@ -341,6 +357,12 @@ typedef struct hl_op_vtable_t {
   // failed before this op was issued (so |issue| will never run), before the
   // submission's signals are failed.
   void (*on_cancel)(hl_op_t* op);
+  // Optional: |release| where it is cheap and safe on any thread, with any
+  // lock held (it drops references that are not the last ones, recycles
+  // memory, takes no lock that is not a leaf); returns false, having done
+  // nothing, when the completion thread must run |release| instead. Lets a
+  // stream worker finish a submission without waking the completion thread.
+  bool (*release_light)(hl_op_t* op, hl_status_t status);
 } hl_op_vtable_t;
 struct hl_op_t {
   const hl_op_vtable_t* vtable;

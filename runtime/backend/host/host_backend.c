@@ -97,7 +97,6 @@ hl_status_t hl_host_backend_device_properties(int ordinal,
 static void hl_host_destroy(hl_backend_t* backend) {
   hl_host_backend_t* device = hl_host_cast(backend);
   hl_host_pool_deinitialize(device);
-  hl_host_item_cache_deinitialize(device);
   hl_allocator_free(device->base.host_allocator, device);
 }
 
@@ -411,10 +410,8 @@ hl_status_t hl_host_backend_create(int ordinal, hl_allocator_t allocator,
   device->ordinal = ordinal;
   device->memory_bytes = props.memory_bytes;
   atomic_init(&device->next_stream_id, 0);
-  hl_host_item_cache_initialize(device);
   hl_status_t st = hl_host_pool_initialize(device);
   if (st) {
-    hl_host_item_cache_deinitialize(device);
     hl_allocator_free(allocator, device);
     return st;
   }

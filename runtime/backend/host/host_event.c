@@ -6,6 +6,7 @@
 // from here.
 
 #include "runtime/backend/host/host_item.h"
+#include "runtime/base/spin.h"
 #include "runtime/base/time_util.h"
 
 hl_status_t hl_host_event_create(hl_backend_t* backend,
@@ -44,7 +45,7 @@ void hl_host_event_destroy(hl_backend_t* backend, hl_backend_event_t* event) {
 
 static void hl_host_event_mark(hl_backend_event_t* event, uint64_t generation) {
   int64_t now = hl_time_now();
-  mtx_lock(&event->mutex);
+  hl_mutex_lock(&event->mutex);
   if (event->generation == generation) event->time_ns = now;
   mtx_unlock(&event->mutex);
   hl_host_event_release(event);
@@ -62,7 +63,7 @@ hl_status_t hl_host_event_record(hl_backend_t* backend,
   item->record.mark = hl_host_event_mark;
   // Hold the event mutex across the push so a concurrent query sees either
   // the old record or the new one, never a half-updated pair.
-  mtx_lock(&event->mutex);
+  hl_mutex_lock(&event->mutex);
   item->record.generation = ++event->generation;
   uint64_t seq = 0;
   hl_host_stream_push_item(stream, item, &seq);
@@ -78,7 +79,7 @@ hl_status_t hl_host_event_record(hl_backend_t* backend,
 // Reads the event's (stream, seq) pair with the stream retained.
 hl_backend_stream_t* hl_host_event_snapshot(hl_backend_event_t* event,
                                             uint64_t* out_seq) {
-  mtx_lock(&event->mutex);
+  hl_mutex_lock(&event->mutex);
   hl_backend_stream_t* stream = event->stream;
   if (stream) hl_host_stream_retain(stream);
   *out_seq = event->seq;

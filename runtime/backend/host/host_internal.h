@@ -69,8 +69,6 @@ typedef struct hl_host_backend_t {
   atomic_int_least64_t live_events;
   atomic_int_least64_t live_modules;
   hl_host_pool_t pool;
-  // Recycled stream items (host_item.c).
-  hl_recycler_t items;
 } hl_host_backend_t;
 
 // Streams (host_stream.c).

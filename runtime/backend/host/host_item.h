@@ -75,9 +75,6 @@ hl_status_t hl_host_item_alloc(hl_host_backend_t* device,
                                hl_host_item_kind_t kind,
                                hl_host_item_t** out_item);
 void hl_host_item_free(hl_host_backend_t* device, hl_host_item_t* item);
-void hl_host_item_cache_initialize(hl_host_backend_t* device);
-// Frees the cached items (device teardown).
-void hl_host_item_cache_deinitialize(hl_host_backend_t* device);
 
 hl_status_t hl_host_stream_push_item(hl_backend_stream_t* stream,
                                      hl_host_item_t* item, uint64_t* out_seq);

@@ -118,6 +118,7 @@ static int hl_host_stream_main(void* arg) {
   hl_backend_stream_t* stream = (hl_backend_stream_t*)arg;
   // Kernels that model device time (spin) sleep on this thread.
   hl_thread_set_precise_sleep();
+  hl_thread_set_name("hl-stream");
   for (;;) {
     hl_host_item_t* item = hl_host_stream_take_all(stream);
     while (item) {
