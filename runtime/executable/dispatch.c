@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "kernels/pattern.h"
+#include "runtime/base/recycler.h"
 #include "runtime/base/trace.h"
 #include "runtime/executable/dispatch_internal.h"
 #include "runtime/executable/executable_cache.h"
@@ -208,18 +209,42 @@ static hl_status_t hl_dispatch_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   return hl_stream_work_issue(ctx, &op->work.gate, hl_dispatch_run, op);
 }
 
+// Dispatch ops are recycled (base/recycler.h).
+static hl_recycler_t hl_dispatch_op_recycler_ = HL_RECYCLER_INITIALIZER(
+    sizeof(hl_dispatch_op_t), 1024, "a dispatch");
+
 static void hl_dispatch_release(hl_op_t* base, hl_status_t status) {
   (void)status;
   hl_dispatch_op_t* op = (hl_dispatch_op_t*)base;
   for (uint32_t i = 0; i < op->desc->param_count; ++i) {
     if (op->roots[i]) hl_root_release_for_op(op->roots[i]);
   }
-  free(op);
+  hl_recycler_free(&hl_dispatch_op_recycler_, op);
+}
+
+// hl_dispatch_release where no root loses its last reference (see
+// hl_op_vtable_t.release_light).
+static bool hl_dispatch_release_light(hl_op_t* base, hl_status_t status) {
+  (void)status;
+  hl_dispatch_op_t* op = (hl_dispatch_op_t*)base;
+  for (uint32_t i = 0; i < op->desc->param_count; ++i) {
+    if (!op->roots[i]) continue;
+    if (!hl_root_release_for_op_unless_last(op->roots[i])) {
+      // The roots before |i| are released: clear them, so that
+      // hl_dispatch_release (run by the completion thread instead) releases
+      // only this one and those after it.
+      for (uint32_t j = 0; j < i; ++j) op->roots[j] = NULL;
+      return false;
+    }
+  }
+  hl_recycler_free(&hl_dispatch_op_recycler_, op);
+  return true;
 }
 
 static const hl_op_vtable_t hl_dispatch_vtable = {
     .issue = hl_dispatch_issue,
     .release = hl_dispatch_release,
+    .release_light = hl_dispatch_release_light,
     .on_submit = hl_dispatch_on_submit,
 };
 
@@ -442,11 +467,10 @@ static hl_status_t hl_queue_dispatch_impl(hl_queue_t* queue,
                      "dispatching '%s' on queue %u", desc->name,
                      hl_queue_id(queue));
 
-  hl_dispatch_op_t* op = calloc(1, sizeof(*op));
-  if (!op) {
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "allocating a dispatch of '%s'", desc->name);
-  }
+  hl_dispatch_op_t* op = NULL;
+  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_dispatch_op_recycler_,
+                                       hl_allocator_system(), (void**)&op),
+                     "a dispatch of '%s'", desc->name);
   op->base.vtable = &hl_dispatch_vtable;
   op->kernel = id;
   op->desc = desc;
