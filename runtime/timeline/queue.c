@@ -247,10 +247,19 @@ static void hl_queue_wake_submitters_locked(hl_queue_t* queue) {
 }
 
 // A submission left the stream. Scheduler lock held (safe from a host
-// function: it only signals a condition variable).
+// function: it only signals a condition variable). Submitters blocked on
+// the depth limit are woken once an eighth of the depth is free, not at
+// every completion: woken one at a time, a submitter and the stream move in
+// lock step and each submission pays for a wake-up (a system call); woken
+// late, the submitter hands the stream a burst.
 static void hl_queue_note_completion_locked(hl_queue_t* queue) {
   --queue->in_flight;
-  hl_queue_wake_submitters_locked(queue);
+  if (!queue->space_waiters) return;
+  uint32_t depth = queue->device->queue_depth;
+  uint32_t slack = depth / 8 ? depth / 8 : 1;
+  if ((uint64_t)queue->in_flight + queue->pending_count + slack <= depth) {
+    hl_queue_wake_submitters_locked(queue);
+  }
 }
 
 // Fails |queue| with |status| (consumed): its timeline fails, and the
@@ -315,7 +324,7 @@ static void hl_submission_complete_dropping(hl_submission_t* sub,
     if (hl_submission_destroy_light(sub)) {
       hl_device_unreserve_work(device);
     } else {
-      hl_device_enqueue_reserved_work(device, &sub->work);
+      hl_device_enqueue_cleanup(device, &sub->work, true);
     }
   }
 }
@@ -334,11 +343,7 @@ static void hl_submission_unref(hl_submission_t* sub) {
     if (reserved) hl_device_unreserve_work(device);
     return;
   }
-  if (reserved) {
-    hl_device_enqueue_reserved_work(device, &sub->work);
-  } else {
-    hl_device_enqueue_work(device, &sub->work);
-  }
+  hl_device_enqueue_cleanup(device, &sub->work, reserved);
 }
 
 static void hl_gated_thunk(void* user) {

@@ -33,6 +33,11 @@ int hl_timeline_cond_wait(cnd_t* cond, hl_time_t deadline) {
 // Work thread
 //===----------------------------------------------------------------------===//
 
+// Clean-ups (hl_device_enqueue_cleanup) wait for a batch of this many, or
+// this long, or a flush, before the work thread is woken for them.
+#define HL_WORK_LAZY_BATCH 32
+#define HL_WORK_LAZY_NS ((hl_duration_t)1000000)
+
 // Drops |count| finished items from the pending count and wakes flushers
 // when it reaches zero. Without a lock unless it may reach zero: then under
 // work_mutex, which flushers hold while they look, so a flusher that sees
@@ -63,14 +68,32 @@ int hl_device_work_main(void* arg) {
     // and a core spent spinning here is one the submitter and the stream
     // workers lack (2-core machines).
     hl_mutex_lock(&device->work_mutex);
-    while (!device->work_head && !device->work_stop) {
+    for (;;) {
+      if (device->work_stop) break;
+      if (device->work_head &&
+          (device->work_urgent || device->flush_waiters ||
+           device->work_lazy >= HL_WORK_LAZY_BATCH)) {
+        break;
+      }
+      // Nothing, or only clean-ups queued: gather those for a while (one
+      // wake-up per batch, not per submission), unless someone flushes.
       device->work_sleeping = true;
-      cnd_wait(&device->work_cond, &device->work_mutex);
+      if (device->work_head) {
+        if (hl_cnd_wait_until(&device->work_cond, &device->work_mutex,
+                              device->work_lazy_deadline) == thrd_timedout) {
+          device->work_sleeping = false;
+          break;
+        }
+      } else {
+        cnd_wait(&device->work_cond, &device->work_mutex);
+      }
       device->work_sleeping = false;
     }
     hl_work_t* work = device->work_head;
     if (!work) break;  // Stopped and drained.
     device->work_head = device->work_tail = NULL;
+    device->work_urgent = 0;
+    device->work_lazy = 0;
     mtx_unlock(&device->work_mutex);
     uint64_t count = 0;
     while (work) {
@@ -86,7 +109,7 @@ int hl_device_work_main(void* arg) {
 }
 
 static void hl_device_push_work(hl_device_t* device, hl_work_t* work,
-                                bool reserved) {
+                                bool reserved, bool lazy) {
   work->next = NULL;
   hl_mutex_lock(&device->work_mutex);
   if (device->work_tail) {
@@ -96,12 +119,31 @@ static void hl_device_push_work(hl_device_t* device, hl_work_t* work,
   }
   device->work_tail = work;
   if (!reserved) atomic_fetch_add(&device->work_pending, 1);
-  if (device->work_sleeping) cnd_signal(&device->work_cond);
+  bool wake = true;
+  if (lazy) {
+    // The first clean-up starts the gathering period (the worker goes from
+    // an untimed wait to a timed one); later ones wake it only for a full
+    // batch.
+    if (++device->work_lazy == 1) {
+      device->work_lazy_deadline = hl_deadline_after(HL_WORK_LAZY_NS);
+    } else {
+      wake = device->work_lazy >= HL_WORK_LAZY_BATCH;
+    }
+  } else {
+    ++device->work_urgent;
+  }
+  if (device->flush_waiters) wake = true;
+  if (wake && device->work_sleeping) cnd_signal(&device->work_cond);
   mtx_unlock(&device->work_mutex);
 }
 
 void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work) {
-  hl_device_push_work(device, work, false);
+  hl_device_push_work(device, work, false, false);
+}
+
+void hl_device_enqueue_cleanup(hl_device_t* device, hl_work_t* work,
+                               bool reserved) {
+  hl_device_push_work(device, work, reserved, true);
 }
 
 void hl_device_reserve_work(hl_device_t* device) {
@@ -109,7 +151,7 @@ void hl_device_reserve_work(hl_device_t* device) {
 }
 
 void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work) {
-  hl_device_push_work(device, work, true);
+  hl_device_push_work(device, work, true, false);
 }
 
 void hl_device_unreserve_work(hl_device_t* device) {
@@ -128,6 +170,8 @@ void hl_device_flush_work(hl_device_t* device) {
   // Always under the mutex (see hl_device_finish_work).
   hl_mutex_lock(&device->work_mutex);
   ++device->flush_waiters;
+  // Clean-ups being gathered run now.
+  if (device->work_sleeping) cnd_signal(&device->work_cond);
   while (atomic_load(&device->work_pending))
     cnd_wait(&device->idle_cond, &device->work_mutex);
   --device->flush_waiters;

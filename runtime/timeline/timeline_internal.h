@@ -133,6 +133,11 @@ struct hl_device_t {
   // finishing only when it may reach zero (see scheduler.c).
   _Atomic uint64_t work_pending;
   uint32_t flush_waiters;  // work_mutex.
+  // Items queued since the thread last took the list (work_mutex): urgent
+  // ones wake it, clean-ups are gathered (scheduler.c).
+  uint32_t work_urgent;
+  uint32_t work_lazy;
+  hl_time_t work_lazy_deadline;
   bool work_sleeping;
   bool work_stop;
   thrd_t work_thread;
@@ -165,6 +170,12 @@ void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work);
 // later with hl_device_enqueue_reserved_work.
 void hl_device_reserve_work(hl_device_t* device);
 void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work);
+// Queues a clean-up (destroying a finished submission): the same as the
+// above (|reserved|: hl_device_enqueue_reserved_work), but it does not wake
+// the work thread at once; clean-ups run in batches, within a millisecond,
+// or at once when someone flushes.
+void hl_device_enqueue_cleanup(hl_device_t* device, hl_work_t* work,
+                               bool reserved);
 // Gives a reservation back without work (an issuer that finished).
 void hl_device_unreserve_work(hl_device_t* device);
 // Blocks until every work item enqueued so far has run.
