@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/recycler.h"
 #include "runtime/base/env.h"
 #include "runtime/base/log.h"
 #include "runtime/base/trace.h"
@@ -330,6 +331,9 @@ struct hl_invocation_t {
   bool invoked;
 };
 
+static hl_recycler_t hl_invocation_recycler_ = HL_RECYCLER_INITIALIZER(
+    sizeof(hl_invocation_t), 1024, "an invocation");
+
 hl_status_t hl_invocation_create(hl_function_t* function, hl_queue_t* queue,
                                  hl_invocation_t** out_invocation) {
   if (!out_invocation) {
@@ -341,11 +345,10 @@ hl_status_t hl_invocation_create(hl_function_t* function, hl_queue_t* queue,
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_invocation_create: NULL function or queue");
   }
-  hl_invocation_t* inv = calloc(1, sizeof(*inv));
-  if (!inv) {
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "allocating an invocation of '%s'", function->name);
-  }
+  hl_invocation_t* inv = NULL;
+  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_invocation_recycler_,
+                                       hl_allocator_system(), (void**)&inv),
+                     "an invocation of '%s'", function->name);
   hl_allocator_t a = function->host_allocator;
   hl_status_t st = hl_fence_create(a, &inv->waits);
   if (!st) st = hl_fence_create(a, &inv->signal_fence);
@@ -355,7 +358,7 @@ hl_status_t hl_invocation_create(hl_function_t* function, hl_queue_t* queue,
     hl_fence_release(inv->waits);
     hl_fence_release(inv->signal_fence);
     hl_semaphore_release(inv->signal);
-    free(inv);
+    hl_recycler_free(&hl_invocation_recycler_, inv);
     return hl_status_annotate(st, "creating an invocation of '%s'",
                               function->name);
   }
@@ -379,7 +382,7 @@ void hl_invocation_release(hl_invocation_t* inv) {
   hl_semaphore_release(inv->signal);
   hl_queue_release(inv->queue);
   hl_function_release(inv->function);
-  free(inv);
+  hl_recycler_free(&hl_invocation_recycler_, inv);
 }
 
 hl_status_t hl_invocation_add_argument(hl_invocation_t* inv,
@@ -489,6 +492,11 @@ typedef struct hl_import_token_t {
   hl_queue_t* queue;  // Retained.
 } hl_import_token_t;
 
+// Import tokens are made for every result freed in queue order, and
+// invocations for every call (base/recycler.h).
+static hl_recycler_t hl_import_token_recycler_ = HL_RECYCLER_INITIALIZER(
+    sizeof(hl_import_token_t), 1024, "an import token");
+
 static void hl_import_token_last_release(hl_buffer_token_t* base) {
   hl_import_token_t* token = (hl_import_token_t*)base;
   hl_root_t* root = token->root;
@@ -509,7 +517,7 @@ static void hl_import_token_last_release(hl_buffer_token_t* base) {
   }
   hl_queue_release(token->queue);
   hl_root_release(root);
-  free(token);
+  hl_recycler_free(&hl_import_token_recycler_, token);
 }
 
 static void hl_invocation_warn_alias(hl_invocation_t* inv, hl_root_t* root,
@@ -594,11 +602,11 @@ static hl_status_t hl_invocation_import(hl_invocation_t* inv, bool no_alias) {
     }
     if (!is_argument && !persistent && eligible && (unique || no_alias)) {
       HL_COUNT(device, async_imports);
-      hl_import_token_t* token = calloc(1, sizeof(*token));
-      if (!token) {
-        return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                              "allocating an import token");
-      }
+      hl_import_token_t* token = NULL;
+      HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_import_token_recycler_,
+                                           hl_allocator_system(),
+                                           (void**)&token),
+                         "an import token");
       atomic_init(&token->base.ref_count, 0);
       token->base.on_last_release = hl_import_token_last_release;
       token->root = root;

@@ -8,6 +8,10 @@
 #include "runtime/base/spin.h"
 #include "runtime/timeline/timeline_internal.h"
 
+// Semaphores come and go with every invocation.
+static hl_recycler_t hl_semaphore_recycler_ =
+    HL_RECYCLER_INITIALIZER(sizeof(hl_semaphore_t), 1024, "a semaphore");
+
 // Timepoints come and go with every device signal.
 static hl_recycler_t hl_timepoint_recycler_ =
     HL_RECYCLER_INITIALIZER(sizeof(hl_timepoint_t), 4096, "a timepoint");
@@ -24,7 +28,7 @@ hl_status_t hl_semaphore_create(uint64_t initial_value,
   *out_semaphore = NULL;
   hl_semaphore_t* s = NULL;
   HL_RETURN_IF_ERROR(
-      hl_allocator_calloc(host_allocator, sizeof(*s), (void**)&s),
+      hl_recycler_alloc(&hl_semaphore_recycler_, host_allocator, (void**)&s),
       "creating a semaphore");
   atomic_init(&s->ref_count, 1);
   s->host_allocator = host_allocator;
@@ -71,7 +75,7 @@ void hl_semaphore_release(hl_semaphore_t* semaphore) {
     hl_timeline_unlock();
   }
   hl_status_free(atomic_load(&semaphore->failure));
-  hl_allocator_free(semaphore->host_allocator, semaphore);
+  hl_recycler_free(&hl_semaphore_recycler_, semaphore);
 }
 
 void hl_semaphore_add_waiter_locked(hl_semaphore_t* semaphore,
