@@ -2,8 +2,9 @@
 // also be failed with a status.
 //
 // A semaphore is signalled from the host (hl_semaphore_signal) or by queue
-// submissions whose signal fence names it. Host waits block without spinning
-// until the value is reached, the semaphore fails, or the deadline passes.
+// submissions whose signal fence names it. Host waits block (after a spin of
+// at most 20 us) until the value is reached, the semaphore fails, or the
+// deadline passes.
 // Semaphores are reference counted and thread-safe.
 #ifndef HIPLINE_SEMAPHORE_H_
 #define HIPLINE_SEMAPHORE_H_
@@ -50,7 +51,8 @@ HL_API hl_status_t hl_semaphore_fail(hl_semaphore_t* semaphore,
                                      hl_status_t status);
 
 // Blocks until |semaphore| reaches |value|, fails (its status, copied) or
-// |deadline| passes (DEADLINE_EXCEEDED). Never busy-spins.
+// |deadline| passes (DEADLINE_EXCEEDED). Spins for at most 20 us (pause,
+// then yields) before it sleeps.
 HL_API hl_status_t hl_semaphore_wait(hl_semaphore_t* semaphore, uint64_t value,
                                      hl_time_t deadline);
 
