@@ -39,3 +39,12 @@ foreach(part alloca stress)
   hl_add_cts_variant(memory_${part}_test blocking
     HL_HIP_TEST_RUNTIME_BLOCKING_REUSE=1)
 endforeach()
+
+# The fast path's allocation-free steady state: malloc, calloc and realloc
+# are wrapped at link time and counted (host backend; skips under ASan).
+hl_add_test(memory_steady_state_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_steady_state_test.c
+  LABELS memory
+  TIMEOUT 120)
+target_link_options(memory_steady_state_test PRIVATE
+  -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "runtime/base/recycler.h"
 #include "runtime/memory/memory_internal.h"
 
 typedef enum hl_transfer_kind_e {
@@ -99,15 +100,34 @@ static hl_status_t hl_transfer_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   return hl_stream_work_issue(ctx, &op->work.gate, hl_transfer_run, op);
 }
 
+// Transfer ops are recycled (base/recycler.h).
+static hl_recycler_t hl_transfer_op_recycler_ = HL_RECYCLER_INITIALIZER(
+    sizeof(hl_transfer_op_t), 1024, "a transfer");
+
 static void hl_transfer_release(hl_op_t* base, hl_status_t status) {
   hl_transfer_op_t* op = (hl_transfer_op_t*)base;
   if (op->source) hl_root_release_for_op(op->source);
   if (op->target) hl_root_release_for_op(op->target);
-  free(op);
+  hl_recycler_free(&hl_transfer_op_recycler_, op);
+}
+
+// hl_transfer_release where neither root loses its last reference.
+static bool hl_transfer_release_light(hl_op_t* base, hl_status_t status) {
+  hl_transfer_op_t* op = (hl_transfer_op_t*)base;
+  if (op->source) {
+    if (!hl_root_release_for_op_unless_last(op->source)) return false;
+    op->source = NULL;  // Released; the full release skips it.
+  }
+  if (op->target && !hl_root_release_for_op_unless_last(op->target)) {
+    return false;
+  }
+  hl_recycler_free(&hl_transfer_op_recycler_, op);
+  return true;
 }
 
 static const hl_op_vtable_t hl_transfer_vtable = {
-    hl_transfer_issue, hl_transfer_release, hl_transfer_on_submit, NULL, NULL};
+    hl_transfer_issue, hl_transfer_release, hl_transfer_on_submit, NULL,
+    hl_transfer_release_light};
 
 static hl_status_t hl_transfer_check_range(const char* what, hl_queue_t* queue,
                                            const hl_buffer_t* buffer,
@@ -137,11 +157,10 @@ static hl_status_t hl_transfer_submit(hl_queue_t* queue,
                                       const hl_fence_t* wait_fence,
                                       const hl_fence_t* signal_fence,
                                       const hl_transfer_op_t* proto) {
-  hl_transfer_op_t* op = calloc(1, sizeof(*op));
-  if (!op) {
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED, "allocating a %s op",
-                          kTransferNames[proto->kind]);
-  }
+  hl_transfer_op_t* op = NULL;
+  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_transfer_op_recycler_,
+                                       hl_allocator_system(), (void**)&op),
+                     "a %s op", kTransferNames[proto->kind]);
   *op = *proto;
   op->base.vtable = &hl_transfer_vtable;
   op->queue_id = hl_queue_id(queue);
