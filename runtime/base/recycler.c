@@ -33,8 +33,7 @@ static once_flag hl_recycler_once_ = ONCE_FLAG_INIT;
 
 static void hl_recycler_lock(hl_recycler_t* r) {
   for (uint32_t i = 0;
-       atomic_flag_test_and_set_explicit(&r->lock, memory_order_acquire);
-       ++i) {
+       atomic_flag_test_and_set_explicit(&r->lock, memory_order_acquire); ++i) {
     // The lock is held for a few instructions; a holder that was preempted
     // gets the core back.
     if (i < 256) {
@@ -144,8 +143,7 @@ hl_status_t hl_recycler_alloc(hl_recycler_t* r, hl_allocator_t allocator,
       uint32_t n = 0;
       hl_recycled_t* first = r->head;
       hl_recycled_t* last = NULL;
-      for (hl_recycled_t* p = first; p && n < HL_RECYCLER_BATCH;
-           p = p->next) {
+      for (hl_recycled_t* p = first; p && n < HL_RECYCLER_BATCH; p = p->next) {
         last = p;
         ++n;
       }
@@ -175,7 +173,6 @@ hl_status_t hl_recycler_alloc(hl_recycler_t* r, hl_allocator_t allocator,
   if (h) {
     memset(h + 1, 0, r->size);
   } else {
-    atomic_fetch_add_explicit(&r->allocated, 1, memory_order_relaxed);
     HL_RETURN_IF_ERROR(
         hl_allocator_calloc(allocator, sizeof(*h) + r->size, (void**)&h),
         "allocating %s", r->what);
@@ -209,8 +206,4 @@ void hl_recycler_free(hl_recycler_t* r, void* object) {
   c->count -= HL_RECYCLER_BATCH;
   last->next = NULL;
   hl_recycler_give_chain(r, first, last, HL_RECYCLER_BATCH);
-}
-
-uint64_t hl_recycler_allocated(hl_recycler_t* r) {
-  return atomic_load_explicit(&r->allocated, memory_order_relaxed);
 }

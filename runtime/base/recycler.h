@@ -45,11 +45,10 @@ typedef struct hl_recycler_t {
   size_t size;          // Object size in bytes.
   const char* what;     // For messages: "a submission".
   atomic_int slot;      // 1 + index of the thread caches; 0: not yet; -1: none.
-  _Atomic uint64_t allocated;  // Objects that needed the allocator.
 } hl_recycler_t;
 
 #define HL_RECYCLER_INITIALIZER(object_size, max_kept, description) \
-  {ATOMIC_FLAG_INIT, NULL, 0, (max_kept), (object_size), (description), 0, 0}
+  { ATOMIC_FLAG_INIT, NULL, 0, (max_kept), (object_size), (description), 0 }
 
 // A zeroed object of the recycler's size, recycled when one is kept or else
 // from |allocator| (the system allocator when it has no alloc function).
@@ -59,8 +58,5 @@ hl_status_t hl_recycler_alloc(hl_recycler_t* recycler, hl_allocator_t allocator,
 // back: kept for reuse, or freed through its allocator when the recycler
 // keeps enough.
 void hl_recycler_free(hl_recycler_t* recycler, void* object);
-
-// Objects the recycler had to get from an allocator so far (every thread).
-uint64_t hl_recycler_allocated(hl_recycler_t* recycler);
 
 #endif  // HIPLINE_RUNTIME_BASE_RECYCLER_H_

@@ -70,18 +70,24 @@ void hl_thread_set_precise_sleep(void) {
 // its time slice.
 #define HL_SPIN_PAUSE_NS ((hl_duration_t)2000)
 
+// One round of a spin that began at |start|; false once HL_SPIN_NS passed.
+static bool hl_spin_round(hl_time_t start) {
+  hl_time_t elapsed = hl_time_now() - start;
+  if (elapsed >= HL_SPIN_NS) return false;
+  if (elapsed < HL_SPIN_PAUSE_NS) {
+    for (int k = 0; k < 16; ++k) hl_cpu_relax();
+  } else {
+    thrd_yield();
+  }
+  return true;
+}
+
 bool hl_spin_until(hl_spin_ready_fn_t ready, const void* arg) {
   hl_time_t start = hl_time_now();
-  for (uint32_t i = 0;; ++i) {
-    if (ready(arg)) return true;
-    hl_time_t elapsed = hl_time_now() - start;
-    if (elapsed >= HL_SPIN_NS) return ready(arg);
-    if (elapsed < HL_SPIN_PAUSE_NS) {
-      for (int k = 0; k < 16; ++k) hl_cpu_relax();
-    } else {
-      thrd_yield();
-    }
+  while (!ready(arg)) {
+    if (!hl_spin_round(start)) return ready(arg);
   }
+  return true;
 }
 
 void hl_thread_set_name(const char* name) {
@@ -96,14 +102,7 @@ void hl_thread_set_name(const char* name) {
 void hl_mutex_lock(mtx_t* mutex) {
   if (mtx_trylock(mutex) == thrd_success) return;
   hl_time_t start = hl_time_now();
-  for (;;) {
-    hl_time_t elapsed = hl_time_now() - start;
-    if (elapsed >= HL_SPIN_NS) break;
-    if (elapsed < HL_SPIN_PAUSE_NS) {
-      for (int k = 0; k < 16; ++k) hl_cpu_relax();
-    } else {
-      thrd_yield();
-    }
+  while (hl_spin_round(start)) {
     if (mtx_trylock(mutex) == thrd_success) return;
   }
   mtx_lock(mutex);

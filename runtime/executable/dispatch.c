@@ -210,8 +210,8 @@ static hl_status_t hl_dispatch_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
 }
 
 // Dispatch ops are recycled (base/recycler.h).
-static hl_recycler_t hl_dispatch_op_recycler_ = HL_RECYCLER_INITIALIZER(
-    sizeof(hl_dispatch_op_t), 1024, "a dispatch");
+static hl_recycler_t hl_dispatch_op_recycler_ =
+    HL_RECYCLER_INITIALIZER(sizeof(hl_dispatch_op_t), 1024, "a dispatch");
 
 static void hl_dispatch_release(hl_op_t* base, hl_status_t status) {
   (void)status;

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/base/recycler.h"
 #include "runtime/base/env.h"
 #include "runtime/base/log.h"
+#include "runtime/base/recycler.h"
 #include "runtime/base/trace.h"
 #include "runtime/memory/memory_internal.h"
 
@@ -331,8 +331,8 @@ struct hl_invocation_t {
   bool invoked;
 };
 
-static hl_recycler_t hl_invocation_recycler_ = HL_RECYCLER_INITIALIZER(
-    sizeof(hl_invocation_t), 1024, "an invocation");
+static hl_recycler_t hl_invocation_recycler_ =
+    HL_RECYCLER_INITIALIZER(sizeof(hl_invocation_t), 1024, "an invocation");
 
 hl_status_t hl_invocation_create(hl_function_t* function, hl_queue_t* queue,
                                  hl_invocation_t** out_invocation) {
@@ -494,8 +494,8 @@ typedef struct hl_import_token_t {
 
 // Import tokens are made for every result freed in queue order, and
 // invocations for every call (base/recycler.h).
-static hl_recycler_t hl_import_token_recycler_ = HL_RECYCLER_INITIALIZER(
-    sizeof(hl_import_token_t), 1024, "an import token");
+static hl_recycler_t hl_import_token_recycler_ =
+    HL_RECYCLER_INITIALIZER(sizeof(hl_import_token_t), 1024, "an import token");
 
 static void hl_import_token_last_release(hl_buffer_token_t* base) {
   hl_import_token_t* token = (hl_import_token_t*)base;
@@ -603,10 +603,10 @@ static hl_status_t hl_invocation_import(hl_invocation_t* inv, bool no_alias) {
     if (!is_argument && !persistent && eligible && (unique || no_alias)) {
       HL_COUNT(device, async_imports);
       hl_import_token_t* token = NULL;
-      HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_import_token_recycler_,
-                                           hl_allocator_system(),
-                                           (void**)&token),
-                         "an import token");
+      HL_RETURN_IF_ERROR(
+          hl_recycler_alloc(&hl_import_token_recycler_, hl_allocator_system(),
+                            (void**)&token),
+          "an import token");
       atomic_init(&token->base.ref_count, 0);
       token->base.on_last_release = hl_import_token_last_release;
       token->root = root;

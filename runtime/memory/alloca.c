@@ -96,20 +96,31 @@ static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
 }
 
 // Ops are recycled (base/recycler.h).
-static hl_recycler_t hl_alloca_op_recycler_ = HL_RECYCLER_INITIALIZER(
-    sizeof(hl_alloca_op_t), 4096, "an alloca op");
+static hl_recycler_t hl_alloca_op_recycler_ =
+    HL_RECYCLER_INITIALIZER(sizeof(hl_alloca_op_t), 4096, "an alloca op");
+
+// Releases an op whose one resource is its reference on |root|; with
+// |light|, only where that is not the root's last reference (see
+// hl_op_vtable_t.release_light).
+static bool hl_root_op_release(hl_recycler_t* recycler, hl_op_t* op,
+                               hl_root_t* root, bool light) {
+  if (!light) {
+    hl_root_release_for_op(root);
+  } else if (!hl_root_release_for_op_unless_last(root)) {
+    return false;
+  }
+  hl_recycler_free(recycler, op);
+  return true;
+}
 
 static void hl_alloca_release(hl_op_t* base, hl_status_t status) {
-  hl_alloca_op_t* op = (hl_alloca_op_t*)base;
-  hl_root_release_for_op(op->root);
-  hl_recycler_free(&hl_alloca_op_recycler_, op);
+  hl_root_op_release(&hl_alloca_op_recycler_, base,
+                     ((hl_alloca_op_t*)base)->root, false);
 }
 
 static bool hl_alloca_release_light(hl_op_t* base, hl_status_t status) {
-  hl_alloca_op_t* op = (hl_alloca_op_t*)base;
-  if (!hl_root_release_for_op_unless_last(op->root)) return false;
-  hl_recycler_free(&hl_alloca_op_recycler_, op);
-  return true;
+  return hl_root_op_release(&hl_alloca_op_recycler_, base,
+                            ((hl_alloca_op_t*)base)->root, true);
 }
 
 static const hl_op_vtable_t hl_alloca_vtable = {
@@ -262,20 +273,17 @@ static void hl_dealloca_cancel(hl_op_t* base) {
   hl_dealloca_settle((hl_dealloca_op_t*)base);
 }
 
-static hl_recycler_t hl_dealloca_op_recycler_ = HL_RECYCLER_INITIALIZER(
-    sizeof(hl_dealloca_op_t), 4096, "a dealloca op");
+static hl_recycler_t hl_dealloca_op_recycler_ =
+    HL_RECYCLER_INITIALIZER(sizeof(hl_dealloca_op_t), 4096, "a dealloca op");
 
 static void hl_dealloca_release(hl_op_t* base, hl_status_t status) {
-  hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
-  hl_root_release_for_op(op->root);
-  hl_recycler_free(&hl_dealloca_op_recycler_, op);
+  hl_root_op_release(&hl_dealloca_op_recycler_, base,
+                     ((hl_dealloca_op_t*)base)->root, false);
 }
 
 static bool hl_dealloca_release_light(hl_op_t* base, hl_status_t status) {
-  hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
-  if (!hl_root_release_for_op_unless_last(op->root)) return false;
-  hl_recycler_free(&hl_dealloca_op_recycler_, op);
-  return true;
+  return hl_root_op_release(&hl_dealloca_op_recycler_, base,
+                            ((hl_dealloca_op_t*)base)->root, true);
 }
 
 static const hl_op_vtable_t hl_dealloca_vtable = {

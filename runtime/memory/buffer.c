@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/base/recycler.h"
 #include "runtime/base/log.h"
+#include "runtime/base/recycler.h"
 #include "runtime/base/trace.h"
 #include "runtime/memory/memory_internal.h"
 
@@ -309,10 +309,9 @@ static void hl_root_last_release(hl_root_t* root);
 bool hl_root_release_for_op_unless_last(hl_root_t* root) {
   uint64_t refs = atomic_load_explicit(&root->refs, memory_order_relaxed);
   while ((uint32_t)refs > 1) {
-    if (atomic_compare_exchange_weak_explicit(&root->refs, &refs,
-                                              refs - HL_ROOT_OP_REF,
-                                              memory_order_acq_rel,
-                                              memory_order_relaxed)) {
+    if (atomic_compare_exchange_weak_explicit(
+            &root->refs, &refs, refs - HL_ROOT_OP_REF, memory_order_acq_rel,
+            memory_order_relaxed)) {
       return true;
     }
   }
@@ -983,10 +982,10 @@ hl_status_t hl_buffer_create_view(hl_root_t* root, uint64_t offset,
                                   uint64_t length, hl_buffer_token_t* token,
                                   hl_buffer_t** out_buffer) {
   hl_buffer_t* buffer = NULL;
-  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_buffer_recycler_,
-                                       root->device->host_allocator,
-                                       (void**)&buffer),
-                     "creating a buffer view");
+  HL_RETURN_IF_ERROR(
+      hl_recycler_alloc(&hl_buffer_recycler_, root->device->host_allocator,
+                        (void**)&buffer),
+      "creating a buffer view");
   atomic_init(&buffer->ref_count, 1);
   hl_root_retain(root);
   buffer->root = root;

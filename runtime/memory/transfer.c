@@ -101,8 +101,8 @@ static hl_status_t hl_transfer_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
 }
 
 // Transfer ops are recycled (base/recycler.h).
-static hl_recycler_t hl_transfer_op_recycler_ = HL_RECYCLER_INITIALIZER(
-    sizeof(hl_transfer_op_t), 1024, "a transfer");
+static hl_recycler_t hl_transfer_op_recycler_ =
+    HL_RECYCLER_INITIALIZER(sizeof(hl_transfer_op_t), 1024, "a transfer");
 
 static void hl_transfer_release(hl_op_t* base, hl_status_t status) {
   hl_transfer_op_t* op = (hl_transfer_op_t*)base;

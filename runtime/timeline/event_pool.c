@@ -25,17 +25,16 @@ void hl_device_recycle_event(hl_device_t* device, hl_backend_event_t* event) {
 }
 
 // One per submission that signals on the device.
-static hl_recycler_t hl_shared_event_recycler_ = HL_RECYCLER_INITIALIZER(
-    sizeof(hl_shared_event_t), 4096, "a shared event");
+static hl_recycler_t hl_shared_event_recycler_ =
+    HL_RECYCLER_INITIALIZER(sizeof(hl_shared_event_t), 4096, "a shared event");
 
 hl_status_t hl_shared_event_create(hl_device_t* device,
                                    hl_backend_event_t* event,
                                    hl_shared_event_t** out_shared) {
   hl_shared_event_t* shared = NULL;
   HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_shared_event_recycler_,
-                                       hl_allocator_system(),
-                                       (void**)&shared),
-                     "a timepoint");
+                                       hl_allocator_system(), (void**)&shared),
+                     "a shared event");
   shared->device = device;
   shared->event = event;
   shared->refs = 1;

@@ -22,7 +22,6 @@ hl_status_t hl_fence_create(hl_allocator_t host_allocator,
       hl_recycler_alloc(&hl_fence_recycler_, host_allocator, (void**)&f),
       "creating a fence");
   atomic_init(&f->ref_count, 1);
-  f->host_allocator = host_allocator;
   f->entries = f->inline_entries;
   f->capacity = sizeof(f->inline_entries) / sizeof(f->inline_entries[0]);
   *out_fence = f;

@@ -76,8 +76,8 @@ struct hl_submission_t {
 
 // Submissions are recycled (base/recycler.h): a steady stream of them makes
 // no heap allocation.
-static hl_recycler_t hl_submission_recycler_ = HL_RECYCLER_INITIALIZER(
-    sizeof(hl_submission_t), 4096, "a submission");
+static hl_recycler_t hl_submission_recycler_ =
+    HL_RECYCLER_INITIALIZER(sizeof(hl_submission_t), 4096, "a submission");
 
 struct hl_queue_t {
   atomic_int ref_count;
@@ -176,6 +176,13 @@ void hl_submission_describe(const hl_submission_t* submission, char* buffer,
            (unsigned long long)submission->value);
 }
 
+// Frees what |sub| allocated for itself and recycles it.
+static void hl_submission_recycle(hl_submission_t* sub) {
+  free(sub->parks);
+  if (sub->waits != sub->inline_entries) free(sub->waits);
+  hl_recycler_free(&hl_submission_recycler_, sub);
+}
+
 static void hl_submission_destroy(hl_work_t* work) {
   hl_submission_t* sub =
       (hl_submission_t*)((char*)work - offsetof(hl_submission_t, work));
@@ -194,9 +201,7 @@ static void hl_submission_destroy(hl_work_t* work) {
   }
   hl_status_free(status);
   hl_queue_t* queue = sub->queue;
-  free(sub->parks);
-  if (sub->waits != sub->inline_entries) free(sub->waits);
-  hl_recycler_free(&hl_submission_recycler_, sub);
+  hl_submission_recycle(sub);
   hl_queue_release(queue);
 }
 
@@ -223,9 +228,7 @@ static bool hl_submission_destroy_light(hl_submission_t* sub) {
   }
   if (!hl_queue_release_unless_last(sub->queue)) return false;
   hl_status_free(status);
-  free(sub->parks);
-  if (sub->waits != sub->inline_entries) free(sub->waits);
-  hl_recycler_free(&hl_submission_recycler_, sub);
+  hl_submission_recycle(sub);
   return true;
 }
 
@@ -1180,10 +1183,10 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
       return st;
     }
   }
+  // Out of memory is reported below, with the queue named.
   hl_submission_t* sub = NULL;
-  hl_status_t alloc_st = hl_recycler_alloc(
-      &hl_submission_recycler_, hl_allocator_system(), (void**)&sub);
-  hl_status_ignore(alloc_st);
+  hl_status_ignore(hl_recycler_alloc(&hl_submission_recycler_,
+                                     hl_allocator_system(), (void**)&sub));
   hl_fence_entry_t* entries = NULL;
   if (sub && waits + signals <= HL_SUBMISSION_INLINE_ENTRIES) {
     entries = sub->inline_entries;
@@ -1312,8 +1315,8 @@ static hl_status_t hl_host_call_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   return hl_issue_enqueue_gated(ctx, &op->gate, hl_host_call_gated, op);
 }
 
-static hl_recycler_t hl_host_call_recycler_ = HL_RECYCLER_INITIALIZER(
-    sizeof(hl_host_call_op_t), 1024, "a host call");
+static hl_recycler_t hl_host_call_recycler_ =
+    HL_RECYCLER_INITIALIZER(sizeof(hl_host_call_op_t), 1024, "a host call");
 
 static void hl_host_call_release(hl_op_t* base, hl_status_t status) {
   hl_recycler_free(&hl_host_call_recycler_, base);

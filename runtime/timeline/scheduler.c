@@ -70,29 +70,24 @@ int hl_device_work_main(void* arg) {
     hl_mutex_lock(&device->work_mutex);
     for (;;) {
       if (device->work_stop) break;
-      if (device->work_head &&
-          (device->work_urgent || device->flush_waiters ||
-           device->work_lazy >= HL_WORK_LAZY_BATCH)) {
+      if (device->work_head && (device->work_urgent || device->flush_waiters ||
+                                device->work_lazy >= HL_WORK_LAZY_BATCH)) {
         break;
       }
       // Nothing, or only clean-ups queued: gather those for a while (one
       // wake-up per batch, not per submission), unless someone flushes.
       device->work_sleeping = true;
-      if (device->work_head) {
-        if (hl_cnd_wait_until(&device->work_cond, &device->work_mutex,
-                              device->work_lazy_deadline) == thrd_timedout) {
-          device->work_sleeping = false;
-          break;
-        }
-      } else {
-        cnd_wait(&device->work_cond, &device->work_mutex);
-      }
+      int rc = device->work_head
+                   ? hl_cnd_wait_until(&device->work_cond, &device->work_mutex,
+                                       device->work_lazy_deadline)
+                   : cnd_wait(&device->work_cond, &device->work_mutex);
       device->work_sleeping = false;
+      if (rc == thrd_timedout) break;  // The gathering period is over.
     }
     hl_work_t* work = device->work_head;
     if (!work) break;  // Stopped and drained.
     device->work_head = device->work_tail = NULL;
-    device->work_urgent = 0;
+    device->work_urgent = false;
     device->work_lazy = 0;
     mtx_unlock(&device->work_mutex);
     uint64_t count = 0;
@@ -130,7 +125,7 @@ static void hl_device_push_work(hl_device_t* device, hl_work_t* work,
       wake = device->work_lazy >= HL_WORK_LAZY_BATCH;
     }
   } else {
-    ++device->work_urgent;
+    device->work_urgent = true;
   }
   if (device->flush_waiters) wake = true;
   if (wake && device->work_sleeping) cnd_signal(&device->work_cond);
@@ -148,10 +143,6 @@ void hl_device_enqueue_cleanup(hl_device_t* device, hl_work_t* work,
 
 void hl_device_reserve_work(hl_device_t* device) {
   atomic_fetch_add(&device->work_pending, 1);
-}
-
-void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work) {
-  hl_device_push_work(device, work, true, false);
 }
 
 void hl_device_unreserve_work(hl_device_t* device) {

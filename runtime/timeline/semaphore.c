@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/base/time_util.h"
 #include "runtime/base/recycler.h"
 #include "runtime/base/spin.h"
+#include "runtime/base/time_util.h"
 #include "runtime/timeline/timeline_internal.h"
 
 // Semaphores come and go with every invocation.
@@ -31,7 +31,6 @@ hl_status_t hl_semaphore_create(uint64_t initial_value,
       hl_recycler_alloc(&hl_semaphore_recycler_, host_allocator, (void**)&s),
       "creating a semaphore");
   atomic_init(&s->ref_count, 1);
-  s->host_allocator = host_allocator;
   s->id = atomic_fetch_add(&hl_next_semaphore_id_, 1);
   atomic_init(&s->value, initial_value);
   atomic_init(&s->failure, NULL);

@@ -135,7 +135,7 @@ struct hl_device_t {
   uint32_t flush_waiters;  // work_mutex.
   // Items queued since the thread last took the list (work_mutex): urgent
   // ones wake it, clean-ups are gathered (scheduler.c).
-  uint32_t work_urgent;
+  bool work_urgent;
   uint32_t work_lazy;
   hl_time_t work_lazy_deadline;
   bool work_sleeping;
@@ -167,13 +167,12 @@ int hl_device_work_main(void* arg);
 void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work);
 // Counts one work item as pending before it is queued (flushes wait for it),
 // for work whose effects become visible before it can be queued; queue it
-// later with hl_device_enqueue_reserved_work.
+// later with hl_device_enqueue_cleanup.
 void hl_device_reserve_work(hl_device_t* device);
-void hl_device_enqueue_reserved_work(hl_device_t* device, hl_work_t* work);
-// Queues a clean-up (destroying a finished submission): the same as the
-// above (|reserved|: hl_device_enqueue_reserved_work), but it does not wake
-// the work thread at once; clean-ups run in batches, within a millisecond,
-// or at once when someone flushes.
+// Queues a clean-up (destroying a finished submission; |reserved|: counted
+// by hl_device_reserve_work already). It does not wake the work thread at
+// once: clean-ups run in batches, within a millisecond, or at once when
+// someone flushes.
 void hl_device_enqueue_cleanup(hl_device_t* device, hl_work_t* work,
                                bool reserved);
 // Gives a reservation back without work (an issuer that finished).
@@ -238,10 +237,9 @@ struct hl_waiter_t {
 };
 
 struct hl_semaphore_t {
-  atomic_int ref_count;
-  hl_allocator_t host_allocator;
-  uint64_t id;                      // Unique for the process; never reused.
-  _Atomic uint64_t value;           // Written under the scheduler lock.
+  atomic_int ref_count;    // The host allocator is in its recycler header.
+  uint64_t id;             // Unique for the process; never reused.
+  _Atomic uint64_t value;  // Written under the scheduler lock.
   _Atomic(hl_status_t) failure;     // First failure; written once.
   uint64_t issued_value;            // Highest value with a device timepoint.
   hl_timepoint_t* timepoints;       // Ascending by value.
@@ -304,8 +302,7 @@ typedef struct hl_fence_entry_t {
 } hl_fence_entry_t;
 
 struct hl_fence_t {
-  atomic_int ref_count;
-  hl_allocator_t host_allocator;
+  atomic_int ref_count;  // The host allocator is in its recycler header.
   hl_fence_entry_t* entries;
   size_t count;
   size_t capacity;
@@ -370,9 +367,10 @@ typedef struct hl_op_vtable_t {
   void (*on_cancel)(hl_op_t* op);
   // Optional: |release| where it is cheap and safe on any thread, with any
   // lock held (it drops references that are not the last ones, recycles
-  // memory, takes no lock that is not a leaf); returns false, having done
-  // nothing, when the completion thread must run |release| instead. Lets a
-  // stream worker finish a submission without waking the completion thread.
+  // memory, takes no lock that is not a leaf); returns false when the
+  // completion thread must run |release| for the rest (what it released it
+  // forgets, so |release| does not release it twice). Lets a stream worker
+  // finish a submission without waking the completion thread.
   bool (*release_light)(hl_op_t* op, hl_status_t status);
 } hl_op_vtable_t;
 struct hl_op_t {

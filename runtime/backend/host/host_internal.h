@@ -33,8 +33,8 @@ struct hl_backend_stream_t {
   // (completed_seq by the worker alone), read without it.
   _Atomic uint64_t submitted_seq;
   _Atomic uint64_t completed_seq;
-  atomic_int done_waiters;  // Threads in hl_host_stream_wait_seq.
-  bool worker_sleeping;     // The worker waits on work_cond (|mutex|).
+  atomic_int done_waiters;    // Threads in hl_host_stream_wait_seq.
+  bool worker_sleeping;       // The worker waits on work_cond (|mutex|).
   hl_host_item_t* stop_item;  // Made at creation so destroy cannot fail.
   thrd_t thread;
   uint64_t rng;           // Fault-injection delays.

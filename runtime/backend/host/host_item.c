@@ -8,17 +8,17 @@
 // contention (a futex call per item under load). One recycler serves every
 // host device (items of devices with their own host allocator go back to
 // it at once).
-static hl_recycler_t hl_host_item_recycler_ = HL_RECYCLER_INITIALIZER(
-    sizeof(hl_host_item_t), 4096, "a host stream item");
+static hl_recycler_t hl_host_item_recycler_ =
+    HL_RECYCLER_INITIALIZER(sizeof(hl_host_item_t), 4096, "a host stream item");
 
 hl_status_t hl_host_item_alloc(hl_host_backend_t* device,
                                hl_host_item_kind_t kind,
                                hl_host_item_t** out_item) {
   hl_host_item_t* item = NULL;
-  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_host_item_recycler_,
-                                       device->base.host_allocator,
-                                       (void**)&item),
-                     "a host stream item");
+  HL_RETURN_IF_ERROR(
+      hl_recycler_alloc(&hl_host_item_recycler_, device->base.host_allocator,
+                        (void**)&item),
+      "a host stream item");
   item->kind = kind;
   *out_item = item;
   return NULL;

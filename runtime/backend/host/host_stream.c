@@ -86,9 +86,7 @@ static bool hl_host_stream_has_items(const void* arg) {
 // after a short spin (base/spin.h), so that a steady submitter never pays
 // for a wake-up.
 static hl_host_item_t* hl_host_stream_take_all(hl_backend_stream_t* stream) {
-  if (!hl_host_stream_has_items(stream)) {
-    hl_spin_until(hl_host_stream_has_items, stream);
-  }
+  hl_spin_until(hl_host_stream_has_items, stream);
   hl_mutex_lock(&stream->mutex);
   while (!stream->head) {
     stream->worker_sleeping = true;
@@ -184,9 +182,8 @@ hl_status_t hl_host_stream_create(hl_host_backend_t* device,
 static uint64_t hl_host_stream_push(hl_backend_stream_t* stream,
                                     hl_host_item_t* item) {
   hl_mutex_lock(&stream->mutex);
-  uint64_t seq = atomic_load_explicit(&stream->submitted_seq,
-                                      memory_order_relaxed) +
-                 1;
+  uint64_t seq =
+      atomic_load_explicit(&stream->submitted_seq, memory_order_relaxed) + 1;
   item->seq = seq;
   item->next = NULL;
   if (stream->tail) {
