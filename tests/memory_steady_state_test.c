@@ -89,24 +89,44 @@ static void test_steady_state_makes_no_heap_allocation(void** state) {
   run_steps(q, done, &value, 4000, &calls);
   HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
 
-  const int kSteps = 5000;
-  atomic_store(&allocations_, 0);
-  atomic_store(&counting_, true);
-  run_steps(q, done, &value, kSteps, &calls);
-  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
-  atomic_store(&counting_, false);
-  uint64_t n = atomic_load(&allocations_);
+  // Counted in windows: a recycler grows when the objects in flight reach a
+  // new peak (finished submissions wait for the work thread in batches, and
+  // each thread parks up to 63 objects of a kind in its cache), which
+  // depends on timing. On a loaded machine one window can see a few hundred
+  // (977 in 5,000 steps was seen under two other stress tests), but a peak,
+  // once reached, is kept: most windows see none. An allocation made per
+  // operation shows in every window, at least one per step (the transfer
+  // op did before it was recycled: 2,018 in 2,000 steps).
+  enum { kWindows = 10, kWindowSteps = 500 };
+  uint64_t counts[kWindows];
+  for (int w = 0; w < kWindows; ++w) {
+    atomic_store(&allocations_, 0);
+    atomic_store(&counting_, true);
+    run_steps(q, done, &value, kWindowSteps, &calls);
+    HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+    atomic_store(&counting_, false);
+    counts[w] = atomic_load(&allocations_);
+  }
+  uint64_t total = 0;
+  for (int w = 0; w < kWindows; ++w) total += counts[w];
   print_message(
-      "%llu heap allocations in %d steady steps (5 submissions each)\n",
-      (unsigned long long)n, kSteps);
-  assert_int_equal(atomic_load(&calls), 4000 + kSteps);
-  // Recyclers still grow now and then: finished submissions wait for the
-  // work thread in batches and each thread parks up to 63 objects of a kind
-  // in its cache, so the population follows the peak, which depends on
-  // timing (0 to a few hundred in 5,000 steps, not growing with the step
-  // count). Any allocation made per operation would make at least one per
-  // step (the transfer op did before it was recycled: 2,018 in 2,000).
-  assert_true(n < (uint64_t)kSteps / 5);
+      "%llu heap allocations in %d steady steps (5 submissions each), per "
+      "window of %d:",
+      (unsigned long long)total, kWindows * kWindowSteps, kWindowSteps);
+  for (int w = 0; w < kWindows; ++w) {
+    print_message(" %llu", (unsigned long long)counts[w]);
+  }
+  print_message("\n");
+  assert_int_equal(atomic_load(&calls), 4000 + kWindows * kWindowSteps);
+  // The median window (insertion sort of ten numbers).
+  for (int i = 1; i < kWindows; ++i) {
+    for (int j = i; j > 0 && counts[j - 1] > counts[j]; --j) {
+      uint64_t t = counts[j];
+      counts[j] = counts[j - 1];
+      counts[j - 1] = t;
+    }
+  }
+  assert_true(counts[kWindows / 2] < kWindowSteps / 10);
 
   hl_semaphore_release(done);
   hl_queue_release(q);

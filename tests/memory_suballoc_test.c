@@ -414,13 +414,6 @@ static hl_device_t* hipline_device(int checked, uint64_t limit_bytes) {
 // (hip) only the other queue's pattern shows a block handed out early.
 static void test_fill_verify_across_queues_checked(void** state) {
   (void)state;
-  // hip: the final hl_device_trim sometimes leaves a slab reserved
-  // (bytes_reserved 8192 under HL_HIP_TEST_RUNTIME_DELAY_US=200), as in
-  // test_release_threshold_at_sync_points, see note.
-  if (hl_test_backend_kind() == HL_BACKEND_HIP) {
-    print_message("skipped on hip: slabs given back stay reserved (note)\n");
-    skip();
-  }
   hl_device_t* d = hipline_device(1, 0);
   assert_int_equal(hl_device_checked(d),
                    d->backend->vtable->set_poison != NULL);
@@ -533,12 +526,6 @@ static void test_queue_alloca_oom(void** state) {
 // back down to it, so reserved memory follows live memory.
 static void test_release_threshold_at_sync_points(void** state) {
   (void)state;
-  // hip: after queue_wait_idle the hip pool still reserves slabs the
-  // suballocator gave back (a later sync point releases them), see note.
-  if (hl_test_backend_kind() == HL_BACKEND_HIP) {
-    print_message("skipped on hip: slabs given back stay reserved (note)\n");
-    skip();
-  }
   hl_device_options_t o;
   hl_device_options_initialize(&o);
   o.backend = hl_test_backend_kind();

@@ -164,7 +164,10 @@ typedef struct hl_backend_vtable_t {
   // on |stream| so far has completed, whatever stream allocated it. (hip:
   // ROCm lets the allocating stream reuse a freed block at once, so a free
   // on another stream is enqueued on the allocating stream after a wait on
-  // an event of |stream|; other streams reuse it as the reuse flags allow.)
+  // an event of |stream|; other streams reuse it as the reuse flags allow.
+  // A free on a stream with nothing pending has nothing to wait for and
+  // is enqueued on |stream| itself, so once |stream| is synchronized the
+  // block is free and pool_trim can return it.)
   hl_status_t (*free_async)(hl_backend_t* backend, void* ptr,
                             hl_backend_stream_t* stream);
   hl_status_t (*pool_set_attributes)(hl_backend_t* backend,

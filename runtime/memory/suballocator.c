@@ -443,6 +443,15 @@ static bool hl_sa_release_slab(hl_suballocator_t* sa, hl_sa_slab_t* slab,
   return true;
 }
 
+static void hl_sa_wait_own(hl_suballocator_t* sa, hl_backend_stream_t* own) {
+  hl_status_t st = sa->backend->vtable->stream_synchronize(sa->backend, own);
+  if (st) {
+    HL_LOG_ERROR("suballocator: waiting for a slab's free failed: %s",
+                 hl_status_message(st));
+    hl_status_free(st);
+  }
+}
+
 static bool hl_sa_slab_empty(const hl_sa_slab_t* slab) {
   return slab->first->free && !slab->first->next;
 }
@@ -479,7 +488,15 @@ static uint64_t hl_sa_trim_locked(hl_suballocator_t* sa, uint64_t keep,
         }
         on = own;
       }
-      if (on && hl_sa_release_slab(sa, slab, on)) ++released;
+      if (on && hl_sa_release_slab(sa, slab, on)) {
+        ++released;
+        // A slab given back on |own| is trimmable only once its free has
+        // executed (a driver keeps a block whose free is pending, and the
+        // caller trims the pool next). |own| holds nothing else, so this
+        // waits for that free only, and keeps |own| idle for the next
+        // slab: a free from an idle stream needs no ordering (backend.h).
+        if (on == own) hl_sa_wait_own(sa, own);
+      }
     }
     slab = next;
   }

@@ -1019,6 +1019,15 @@ hipError_t hipStreamSynchronize(hipStream_t stream) {
   return hipSuccess;
 }
 
+// hipSuccess once everything enqueued on |stream| has completed.
+hipError_t hipStreamQuery(hipStream_t stream) {
+  if (!trt_stream_valid(stream)) return hipErrorInvalidHandle;
+  mtx_lock(&trt.mutex);
+  bool idle = stream->completed >= stream->enqueued;
+  mtx_unlock(&trt.mutex);
+  return idle ? hipSuccess : hipErrorNotReady;
+}
+
 hipError_t hipDeviceSynchronize(void) {
   trt_init();
   int device = trt_current_device;

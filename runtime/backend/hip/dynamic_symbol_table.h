@@ -41,6 +41,7 @@ HL_HIP_PFN(REQUIRED, hipError_t, hipStreamCreateWithFlags,
            (hipStream_t * stream, unsigned int flags))
 HL_HIP_PFN(REQUIRED, hipError_t, hipStreamDestroy, (hipStream_t stream))
 HL_HIP_PFN(REQUIRED, hipError_t, hipStreamSynchronize, (hipStream_t stream))
+HL_HIP_PFN(REQUIRED, hipError_t, hipStreamQuery, (hipStream_t stream))
 HL_HIP_PFN(REQUIRED, hipError_t, hipStreamWaitEvent,
            (hipStream_t stream, hipEvent_t event, unsigned int flags))
 HL_HIP_PFN(OPTIONAL, hipError_t, hipLaunchHostFunc,

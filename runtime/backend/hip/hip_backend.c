@@ -993,12 +993,31 @@ static hl_status_t hl_hip_free_async_on_device(hl_backend_t* base, void* ptr,
                           "allocation of this device",
                           ptr, backend->ordinal);
   }
-  hl_status_t status;
-  if (owner && owner != (void*)handle) {
+  hl_status_t status = hl_ok_status();
+  bool redirect = owner && owner != (void*)handle;
+  if (redirect) {
+    // A freeing stream with nothing pending orders the free after nothing:
+    // every use of the block has completed, so the allocating stream may
+    // reuse it at once and the free needs no redirect. Callers that give
+    // back idle memory (the suballocator's trim) rely on this to find the
+    // block trimmable once |stream| is synchronized.
+    hipError_t idle = backend->syms->hipStreamQuery(handle);
+    if (idle == hipSuccess) {
+      redirect = false;
+    } else if (idle != hipErrorNotReady) {
+      status =
+          hl_hip_result_to_status(backend->syms, idle, __FILE__, __LINE__,
+                                  "hipStreamQuery(stream %p)", (void*)handle);
+    }
+  }
+  if (!hl_status_is_ok(status)) {
+    // Reported below with the block still live.
+  } else if (redirect) {
     status = hl_hip_free_after(backend, ptr, (hipStream_t)owner, handle);
   } else {
-    // Same stream, or the allocating stream is gone (its destruction
-    // synchronized it, and ROCm dropped it from the block's safe streams).
+    // Same stream, an idle freeing stream, or the allocating stream is gone
+    // (its destruction synchronized it, and ROCm dropped it from the
+    // block's safe streams).
     status =
         HL_HIP_RESULT_TO_STATUS(backend->syms, hipFreeAsync(ptr, handle),
                                 "hipFreeAsync(%p, %llu bytes, stream %p)", ptr,
