@@ -8,8 +8,15 @@
 
 // Precedes every object; 16-byte multiple keeps the object's alignment.
 struct hl_recycled_t {
-  hl_recycled_t* next;  // On a free list.
+  hl_recycled_t* next;  // On a free list (within a batch).
   hl_allocator_t allocator;
+  // On the global list, in the first object of a batch only: the next batch
+  // and this one's object count. Handing a batch over then touches its first
+  // object alone; walking a batch that another core freed would miss the
+  // cache on every object (about 300 ns each on the 2-core VMs).
+  hl_recycled_t* next_batch;
+  uint32_t batch_count;
+  uint32_t reserved;
 };
 _Static_assert(sizeof(hl_recycled_t) % 16 == 0, "header keeps alignment");
 
@@ -66,11 +73,14 @@ static bool hl_recyclable(hl_allocator_t a) {
 
 // Puts the chain |first|..|last| (|n| objects) on the global list, freeing
 // what does not fit.
+// Puts the chain |first| (|n| objects, NULL-terminated) on the global list as
+// one batch, or frees it when the list is full.
 static void hl_recycler_give_chain(hl_recycler_t* r, hl_recycled_t* first,
-                                   hl_recycled_t* last, uint32_t n) {
+                                   uint32_t n) {
+  first->batch_count = n;
   hl_recycler_lock(r);
   if (r->count + n <= r->capacity) {
-    last->next = r->head;
+    first->next_batch = r->head;
     r->head = first;
     r->count += n;
     first = NULL;
@@ -83,7 +93,21 @@ static void hl_recycler_give_chain(hl_recycler_t* r, hl_recycled_t* first,
   }
 }
 
-// Thread exit: every cache goes back to its recycler.
+// Takes the first batch off the global list (NULL when empty); |*out_n| is
+// its object count.
+static hl_recycled_t* hl_recycler_take_batch(hl_recycler_t* r,
+                                             uint32_t* out_n) {
+  hl_recycler_lock(r);
+  hl_recycled_t* first = r->head;
+  if (first) {
+    r->head = first->next_batch;
+    r->count -= first->batch_count;
+    *out_n = first->batch_count;
+  }
+  hl_recycler_unlock(r);
+  return first;
+}
+
 static void hl_recycler_thread_exit(void* unused) {
   (void)unused;
   int slots = atomic_load(&hl_recycler_slot_count_);
@@ -92,9 +116,7 @@ static void hl_recycler_thread_exit(void* unused) {
     hl_recycler_cache_t* c = &hl_recycler_caches_[i];
     hl_recycler_t* r = atomic_load(&hl_recycler_slots_[i]);
     if (!c->head || !r) continue;
-    hl_recycled_t* last = c->head;
-    while (last->next) last = last->next;
-    hl_recycler_give_chain(r, c->head, last, c->count);
+    hl_recycler_give_chain(r, c->head, c->count);
     c->head = NULL;
     c->count = 0;
   }
@@ -139,35 +161,19 @@ hl_status_t hl_recycler_alloc(hl_recycler_t* r, hl_allocator_t allocator,
     hl_recycler_cache_t* c = hl_recycler_cache(r);
     if (c && !c->head) {
       // Refill the cache with a batch from the global list.
-      hl_recycler_lock(r);
-      uint32_t n = 0;
-      hl_recycled_t* first = r->head;
-      hl_recycled_t* last = NULL;
-      for (hl_recycled_t* p = first; p && n < HL_RECYCLER_BATCH; p = p->next) {
-        last = p;
-        ++n;
-      }
-      if (last) {
-        r->head = last->next;
-        r->count -= n;
-        last->next = NULL;
-        c->head = first;
-        c->count = n;
-      }
-      hl_recycler_unlock(r);
+      c->head = hl_recycler_take_batch(r, &c->count);
     }
     if (c && c->head) {
       h = c->head;
       c->head = h->next;
       --c->count;
+      // The next object was most likely freed on another core: start
+      // fetching it now rather than at the next allocation.
+      if (c->head) __builtin_prefetch(c->head, 1);
     } else if (!c) {
-      hl_recycler_lock(r);
-      h = r->head;
-      if (h) {
-        r->head = h->next;
-        --r->count;
-      }
-      hl_recycler_unlock(r);
+      uint32_t n = 0;
+      h = hl_recycler_take_batch(r, &n);
+      if (h && h->next) hl_recycler_give_chain(r, h->next, n - 1);
     }
   }
   if (h) {
@@ -192,7 +198,7 @@ void hl_recycler_free(hl_recycler_t* r, void* object) {
   hl_recycler_cache_t* c = hl_recycler_cache(r);
   if (!c) {
     h->next = NULL;
-    hl_recycler_give_chain(r, h, h, 1);
+    hl_recycler_give_chain(r, h, 1);
     return;
   }
   h->next = c->head;
@@ -205,5 +211,5 @@ void hl_recycler_free(hl_recycler_t* r, void* object) {
   c->head = last->next;
   c->count -= HL_RECYCLER_BATCH;
   last->next = NULL;
-  hl_recycler_give_chain(r, first, last, HL_RECYCLER_BATCH);
+  hl_recycler_give_chain(r, first, HL_RECYCLER_BATCH);
 }

@@ -39,7 +39,7 @@ typedef struct hl_recycled_t hl_recycled_t;
 
 typedef struct hl_recycler_t {
   atomic_flag lock;
-  hl_recycled_t* head;  // The global list (|lock|).
+  hl_recycled_t* head;  // The global list, batches of objects (|lock|).
   uint32_t count;       // Objects on it (|lock|).
   uint32_t capacity;    // Objects kept on it at most.
   size_t size;          // Object size in bytes.
