@@ -7,6 +7,11 @@
 // Each size runs several batches; the median ns per pair is reported.
 //
 //   hipline-bench-alloc [--batches N] [--pairs N] [--json FILE]
+//                       [--cpus free|same|split]
+//
+// --cpus places the threads (bench/cpu_placement.h): on 2 cores the pair
+// costs several times more when the submitter and the stream's worker run
+// on different cores, and without placement the scheduler picks per run.
 
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/cpu_placement.h"
 #include "hipline/buffer.h"
 #include "hipline/device.h"
 #include "hipline/queue.h"
@@ -88,15 +94,16 @@ static double malloc_batch(uint64_t size, int pairs) {
 }
 
 static void usage(void) {
-  fprintf(
-      stderr,
-      "usage: hipline-bench-alloc [--batches N] [--pairs N] [--json FILE]\n");
+  fprintf(stderr,
+          "usage: hipline-bench-alloc [--batches N] [--pairs N] [--json FILE]\n"
+          "                           [--cpus free|same|split]\n");
 }
 
 int main(int argc, char** argv) {
   int batches = 15;
   int pairs = 1000;
   const char* json_path = NULL;
+  bench_cpus_t cpus = BENCH_CPUS_FREE;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--batches") && i + 1 < argc) {
       batches = atoi(argv[++i]);
@@ -104,6 +111,9 @@ int main(int argc, char** argv) {
       pairs = atoi(argv[++i]);
     } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
       json_path = argv[++i];
+    } else if (!strcmp(argv[i], "--cpus") && i + 1 < argc &&
+               bench_cpus_parse(argv[i + 1], &cpus)) {
+      ++i;
     } else {
       usage();
       return 2;
@@ -114,6 +124,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (!bench_cpus_begin(cpus)) return 1;
   hl_device_options_t options;
   hl_device_options_initialize(&options);
   options.backend = HL_BACKEND_HOST;
@@ -124,6 +135,11 @@ int main(int argc, char** argv) {
   }
   hl_queue_t* queue = NULL;
   if (check(hl_queue_create(device, &queue), "creating a queue")) {
+    hl_device_release(device);
+    return 1;
+  }
+  if (!bench_cpus_place_runtime_threads(cpus)) {
+    hl_queue_release(queue);
     hl_device_release(device);
     return 1;
   }
@@ -161,8 +177,8 @@ int main(int argc, char** argv) {
 
   printf(
       "hipline-bench-alloc: host backend, one queue, empty wait fences, "
-      "warm pool; %d batches x %d pairs per size; medians\n",
-      batches, pairs);
+      "warm pool; %d batches x %d pairs per size; medians; --cpus %s\n",
+      batches, pairs, bench_cpus_name(cpus));
   printf("%10s  %16s  %16s  %8s\n", "size", "alloca+dealloca", "malloc+free",
          "ratio");
   printf("%10s  %16s  %16s  %8s\n", "(bytes)", "(ns/pair)", "(ns/pair)", "");
@@ -183,9 +199,11 @@ int main(int argc, char** argv) {
     }
     fprintf(f,
             "{\n  \"benchmark\": \"alloc\",\n  \"backend\": \"host\",\n"
+            "  \"cpus\": \"%s\",\n"
             "  \"batches\": %d,\n  \"pairs_per_batch\": %d,\n"
             "  \"reserved_peak_bytes\": %llu,\n  \"results\": [\n",
-            batches, pairs, (unsigned long long)stats.bytes_reserved_peak);
+            bench_cpus_name(cpus), batches, pairs,
+            (unsigned long long)stats.bytes_reserved_peak);
     for (size_t s = 0; s < SIZE_COUNT; ++s) {
       fprintf(f,
               "    {\"size\": %llu, \"alloca_dealloca_ns\": %.1f, "

@@ -24,7 +24,14 @@
 // Usage: hipline-bench-timeline [--json] [--backend host|hip]
 //                               [--submissions N] [--batches B] [--rounds R]
 //                               [--contention-batches C]
-// Uses the public API only.
+//                               [--cpus free|same|split]
+// Uses the public API only, and bench/cpu_placement.h for --cpus, which
+// places the threads of submit, pingpong and host-rtt (on 2 cores a
+// submission costs several times more when the submitter and the stream's
+// worker run on different cores, and without placement the scheduler picks
+// per run). The contention case creates its own threads; under same they
+// share one CPU, under split every hipline thread moves to the second CPU
+// once the queues exist, and the submitting threads stay on the first.
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -33,6 +40,7 @@
 #include <string.h>
 #include <threads.h>
 
+#include "bench/cpu_placement.h"
 #include "hipline/device.h"
 #include "hipline/fence.h"
 #include "hipline/queue.h"
@@ -79,15 +87,22 @@ typedef struct results_t {
   // placement 0 = one shared device, 1 = a device per thread.
   int contention_batches;
   double contention_rate[2][3];
+  bench_cpus_t cpus;
 } results_t;
 
 static const int kContentionThreads[3] = {1, 2, 4};
 static const char* const kPlacementNames[2] = {"shared device",
                                                "device per thread"};
 
+// Places hipline's threads as --cpus says, once the queues exist.
+static void place_threads(const results_t* r) {
+  if (!bench_cpus_place_runtime_threads(r->cpus)) exit(1);
+}
+
 static void bench_submit(hl_device_t* device, results_t* r) {
   hl_queue_t* queue = NULL;
   CHECK(hl_queue_create(device, &queue));
+  place_threads(r);
   hl_semaphore_t* reached = NULL;
   hl_semaphore_t* out = NULL;
   CHECK(hl_semaphore_create(1, hl_allocator_system(), &reached));
@@ -140,6 +155,7 @@ static void bench_pingpong(hl_device_t* device, results_t* r) {
   hl_queue_t* b = NULL;
   CHECK(hl_queue_create(device, &a));
   CHECK(hl_queue_create(device, &b));
+  place_threads(r);
   hl_semaphore_t* sa = NULL;
   hl_semaphore_t* sb = NULL;
   CHECK(hl_semaphore_create(0, hl_allocator_system(), &sa));
@@ -271,6 +287,7 @@ static double contention_run(const hl_device_options_t* options,
                                        .thread_count = thread_count};
     CHECK(hl_queue_create(device, &threads[i].queue));
   }
+  place_threads(r);
   for (int i = 0; i < thread_count; ++i) {
     if (thrd_create(&handles[i], contention_main, &threads[i]) !=
         thrd_success) {
@@ -338,6 +355,12 @@ int main(int argc, char** argv) {
     } else if (strcmp(argv[i], "--contention-batches") == 0) {
       r.contention_batches = (int)parse_count(argv[i], next, 1);
       ++i;
+    } else if (strcmp(argv[i], "--cpus") == 0) {
+      if (!bench_cpus_parse(next, &r.cpus)) {
+        fprintf(stderr, "--cpus needs 'free', 'same' or 'split'\n");
+        return 2;
+      }
+      ++i;
     } else if (strcmp(argv[i], "--backend") == 0) {
       if (next && strcmp(next, "host") == 0) {
         backend = HL_BACKEND_HOST;
@@ -351,7 +374,8 @@ int main(int argc, char** argv) {
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       printf(
           "usage: %s [--json] [--backend host|hip] [--submissions N]\n"
-          "       [--batches B] [--rounds R] [--contention-batches C]\n",
+          "       [--batches B] [--rounds R] [--contention-batches C]\n"
+          "       [--cpus free|same|split]\n",
           argv[0]);
       return 0;
     } else {
@@ -360,6 +384,7 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (!bench_cpus_begin(r.cpus)) return 1;
   hl_device_options_t options;
   hl_device_options_initialize(&options);
   options.backend = backend;
@@ -373,7 +398,8 @@ int main(int argc, char** argv) {
 
   if (json) {
     printf(
-        "{\"backend\": \"%s\", \"submit\": {\"submissions_per_batch\": %lld, "
+        "{\"backend\": \"%s\", \"cpus\": \"%s\", \"submit\": "
+        "{\"submissions_per_batch\": %lld, "
         "\"batches\": %d, \"median_ns\": %.1f, \"min_ns\": %.1f, "
         "\"max_ns\": %.1f}, \"pingpong\": {\"rounds\": %lld, "
         "\"median_us\": %.2f, \"p90_us\": %.2f}, \"host_rtt\": "
@@ -382,15 +408,17 @@ int main(int argc, char** argv) {
         "\"shared_device\": {\"1\": %.0f, \"2\": %.0f, \"4\": %.0f}, "
         "\"device_per_thread\": {\"1\": %.0f, \"2\": %.0f, \"4\": "
         "%.0f}}}\n",
-        backend_name, (long long)r.submissions, r.batches, r.submit_median_ns,
-        r.submit_min_ns, r.submit_max_ns, (long long)r.rounds,
-        r.pingpong_median_us, r.pingpong_p90_us, (long long)r.rounds - 1,
-        r.host_rtt_median_us, r.host_rtt_p90_us, (long long)r.submissions,
-        r.contention_batches, r.contention_rate[0][0], r.contention_rate[0][1],
-        r.contention_rate[0][2], r.contention_rate[1][0],
-        r.contention_rate[1][1], r.contention_rate[1][2]);
+        backend_name, bench_cpus_name(r.cpus), (long long)r.submissions,
+        r.batches, r.submit_median_ns, r.submit_min_ns, r.submit_max_ns,
+        (long long)r.rounds, r.pingpong_median_us, r.pingpong_p90_us,
+        (long long)r.rounds - 1, r.host_rtt_median_us, r.host_rtt_p90_us,
+        (long long)r.submissions, r.contention_batches, r.contention_rate[0][0],
+        r.contention_rate[0][1], r.contention_rate[0][2],
+        r.contention_rate[1][0], r.contention_rate[1][1],
+        r.contention_rate[1][2]);
   } else {
-    printf("hipline timeline benchmarks (%s backend)\n", backend_name);
+    printf("hipline timeline benchmarks (%s backend, --cpus %s)\n",
+           backend_name, bench_cpus_name(r.cpus));
     printf("%-34s %12s %12s %12s\n", "benchmark", "median", "min/p90", "max");
     printf("%-34s %9.1f ns %9.1f ns %9.1f ns\n",
            "empty submission (wait+signal)", r.submit_median_ns,
