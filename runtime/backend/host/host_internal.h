@@ -24,17 +24,24 @@ struct hl_backend_stream_t {
   atomic_int ref_count;  // The owner plus events and waits that name it.
   struct hl_host_backend_t* device;
   uint32_t id;  // Dense per device; indexes dependency tables.
+  // The worker's side: it sleeps and wakes sequence waiters under |mutex|.
   mtx_t mutex;
   cnd_t work_cond;  // Signals the worker when it sleeps: new items or stop.
   cnd_t done_cond;  // Broadcast when completed_seq moves and someone waits.
-  hl_host_item_t* head;
-  hl_host_item_t* tail;
-  // Sequences of the last item enqueued and finished: written under |mutex|
-  // (completed_seq by the worker alone), read without it.
-  _Atomic uint64_t submitted_seq;
+  // Sequence of the last item finished (the worker writes it).
   _Atomic uint64_t completed_seq;
-  atomic_int done_waiters;    // Threads in hl_host_stream_wait_seq.
-  bool worker_sleeping;       // The worker waits on work_cond (|mutex|).
+  atomic_int done_waiters;      // Threads in hl_host_stream_wait_seq.
+  atomic_bool worker_sleeping;  // The worker waits on work_cond (|mutex|).
+  // Producers' side, on cache lines of its own: a submitter and the worker
+  // would otherwise move one lock's line between cores for every item.
+  // Items are pushed under |push_mutex| (so sequence order is push order)
+  // onto |pushed|, a stack the worker empties with one exchange and
+  // reverses; the worker never takes |push_mutex|.
+  char pad0[64];
+  mtx_t push_mutex;
+  _Atomic(hl_host_item_t*) pushed;  // Newest first.
+  _Atomic uint64_t submitted_seq;   // Last item pushed (|push_mutex|).
+  char pad1[64];
   hl_host_item_t* stop_item;  // Made at creation so destroy cannot fail.
   thrd_t thread;
   uint64_t rng;           // Fault-injection delays.

@@ -26,6 +26,7 @@ void hl_host_stream_release(hl_backend_stream_t* stream) {
     return;
   }
   mtx_destroy(&stream->mutex);
+  mtx_destroy(&stream->push_mutex);
   cnd_destroy(&stream->work_cond);
   cnd_destroy(&stream->done_cond);
   free(stream->deps);
@@ -78,25 +79,36 @@ static void hl_host_item_execute(hl_backend_stream_t* stream,
 
 static bool hl_host_stream_has_items(const void* arg) {
   const hl_backend_stream_t* stream = (const hl_backend_stream_t*)arg;
-  return atomic_load_explicit(&stream->submitted_seq, memory_order_acquire) >
-         atomic_load_explicit(&stream->completed_seq, memory_order_relaxed);
+  return atomic_load_explicit(&stream->pushed, memory_order_relaxed) != NULL;
 }
 
-// Takes every queued item (a chain in order), sleeping while there is none:
-// after a short spin (base/spin.h), so that a steady submitter never pays
-// for a wake-up.
+// Takes every pushed item (a chain in push order), sleeping while there is
+// none: after a short spin (base/spin.h), so that a steady submitter never
+// pays for a wake-up.
 static hl_host_item_t* hl_host_stream_take_all(hl_backend_stream_t* stream) {
   hl_spin_until(hl_host_stream_has_items, stream);
-  hl_mutex_lock(&stream->mutex);
-  while (!stream->head) {
-    stream->worker_sleeping = true;
-    cnd_wait(&stream->work_cond, &stream->mutex);
-    stream->worker_sleeping = false;
+  hl_host_item_t* items = atomic_exchange(&stream->pushed, NULL);
+  if (!items) {
+    // Sequentially consistent with the pusher's exchange and load of
+    // worker_sleeping: either it sees this flag and signals under |mutex|,
+    // or the exchange below sees its item.
+    mtx_lock(&stream->mutex);
+    atomic_store(&stream->worker_sleeping, true);
+    while (!(items = atomic_exchange(&stream->pushed, NULL))) {
+      cnd_wait(&stream->work_cond, &stream->mutex);
+    }
+    atomic_store(&stream->worker_sleeping, false);
+    mtx_unlock(&stream->mutex);
   }
-  hl_host_item_t* items = stream->head;
-  stream->head = stream->tail = NULL;
-  mtx_unlock(&stream->mutex);
-  return items;
+  // Newest first: reverse into sequence order.
+  hl_host_item_t* ordered = NULL;
+  while (items) {
+    hl_host_item_t* next = items->next;
+    items->next = ordered;
+    ordered = items;
+    items = next;
+  }
+  return ordered;
 }
 
 // Marks |seq| finished and wakes hl_host_stream_wait_seq callers, if any.
@@ -154,6 +166,7 @@ hl_status_t hl_host_stream_create(hl_host_backend_t* device,
   stream->rng = faults.seed * 0x9e3779b97f4a7c15ull + stream->id;
   stream->delay_max_us = faults.stream_delay_us;
   if (mtx_init(&stream->mutex, mtx_plain) != thrd_success ||
+      mtx_init(&stream->push_mutex, mtx_plain) != thrd_success ||
       cnd_init(&stream->work_cond) != thrd_success ||
       cnd_init(&stream->done_cond) != thrd_success) {
     hl_allocator_free(device->base.host_allocator, stream);
@@ -167,6 +180,7 @@ hl_status_t hl_host_stream_create(hl_host_backend_t* device,
     if (stream->stop_item) hl_host_item_free(device, stream->stop_item);
     hl_status_free(st);
     mtx_destroy(&stream->mutex);
+    mtx_destroy(&stream->push_mutex);
     cnd_destroy(&stream->work_cond);
     cnd_destroy(&stream->done_cond);
     hl_allocator_free(device->base.host_allocator, stream);
@@ -181,21 +195,23 @@ hl_status_t hl_host_stream_create(hl_host_backend_t* device,
 // Appends |item| and assigns its sequence. Takes ownership of |item|.
 static uint64_t hl_host_stream_push(hl_backend_stream_t* stream,
                                     hl_host_item_t* item) {
-  hl_mutex_lock(&stream->mutex);
+  hl_mutex_lock(&stream->push_mutex);
   uint64_t seq =
       atomic_load_explicit(&stream->submitted_seq, memory_order_relaxed) + 1;
   item->seq = seq;
-  item->next = NULL;
-  if (stream->tail) {
-    stream->tail->next = item;
-  } else {
-    stream->head = item;
-  }
-  stream->tail = item;
+  hl_host_item_t* top =
+      atomic_load_explicit(&stream->pushed, memory_order_relaxed);
+  do {
+    item->next = top;
+  } while (!atomic_compare_exchange_weak(&stream->pushed, &top, item));
   atomic_store_explicit(&stream->submitted_seq, seq, memory_order_release);
-  // A spinning worker sees submitted_seq move; only a sleeping one is woken.
-  if (stream->worker_sleeping) cnd_signal(&stream->work_cond);
-  mtx_unlock(&stream->mutex);
+  mtx_unlock(&stream->push_mutex);
+  // A spinning worker sees |pushed| move; only a sleeping one is woken.
+  if (atomic_load(&stream->worker_sleeping)) {
+    mtx_lock(&stream->mutex);
+    cnd_signal(&stream->work_cond);
+    mtx_unlock(&stream->mutex);
+  }
   return seq;
 }
 
