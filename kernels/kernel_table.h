@@ -26,9 +26,11 @@
 //   the ranges must not overlap.
 // - spin: every thread busy-waits about |cycles| device clock cycles
 //   (clock64()); then the first thread of each block adds 1 to
-//   *out_blocks_done (which may be NULL). The host version waits |cycles|
-//   nanoseconds (a nominal 1 GHz clock), capped at HL_HOST_SPIN_MAX_NS, and
-//   adds the launch's block count.
+//   *out_blocks_done (which may be NULL). The host version keeps its stream
+//   busy for |cycles| nanoseconds of a per-stream device clock (a nominal
+//   1 GHz clock; spins run back to back from their launch, see
+//   host_kernels.c), capped at HL_HOST_SPIN_MAX_NS, sleeping rather than
+//   burning a core, and adds the launch's block count.
 // - axpy: y[i] = a * x[i] + y[i] for i < n, with the product and the sum each
 //   rounded to float (no fused multiply-add), so host and device agree
 //   bit for bit.

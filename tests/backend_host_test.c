@@ -609,7 +609,7 @@ static void test_copies_fills_kernels(void** state) {
   uint32_t arg_n = 500, arg_scale = 5;
   uint64_t arg_add = 2;
   void* params[4] = {&arg_dst, &arg_n, &arg_scale, &arg_add};
-  hl_launch_config_t config = {{4, 1, 1}, {256, 1, 1}, 0};
+  hl_launch_config_t config = {{4, 1, 1}, {256, 1, 1}, 0, 0};
   gate_t gate;
   gate_init(&gate);
   HL_ASSERT_OK(t.v->launch_host_func(t.b, s, gate_fn, &gate));
@@ -661,7 +661,7 @@ static void nested_work_fn(void* user) {
   uint32_t arg_n = 1, arg_scale = 2;
   uint64_t arg_add = 1;
   void* params[4] = {&arg_dst, &arg_n, &arg_scale, &arg_add};
-  hl_launch_config_t config = {{1, 1, 1}, {1, 1, 1}, 0};
+  hl_launch_config_t config = {{1, 1, 1}, {1, 1, 1}, 0, 0};
   if (!st) st = v->launch_kernel(b, w->kernel, &config, params, w->stream);
   w->seen_after_kernel = w->dst[0];
   w->status = st;

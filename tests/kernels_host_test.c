@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <threads.h>
 #include <time.h>
 // cmocka.h needs the headers above.
 #include <cmocka.h>
@@ -175,7 +176,7 @@ static void test_spin(void** state) {
   uint32_t* out = &blocks;
   uint64_t cycles = 2000000;  // 2 ms at the nominal 1 GHz host clock.
   void* params[] = {&cycles, &out};
-  hl_launch_config_t config = {{3, 2, 1}, {64, 1, 1}, 0};
+  hl_launch_config_t config = {{3, 2, 1}, {64, 1, 1}, 0, 0};
   hl_time_t start = hl_time_now();
   launch("spin", params, &config);
   hl_duration_t elapsed = hl_time_now() - start;
@@ -212,6 +213,47 @@ static void test_spin_sleeps(void** state) {
     fail_msg("spin used %lld ns of CPU in %lld ns: it busy-waits",
              (long long)cpu, (long long)wall);
   }
+}
+
+// spin keeps a device clock per stream thread (host_kernels.c): a spin
+// starts at its launch or when the previous one ended, whichever is later,
+// so a sleep's overshoot is not added to every spin of a back-to-back run.
+// Checked on a fresh thread (the clock is per thread) with bounds that a
+// loaded machine can only make safer.
+static hl_duration_t spin_from(hl_time_t launch_ns, uint64_t cycles) {
+  uint32_t* out = NULL;
+  void* params[] = {&cycles, &out};
+  hl_launch_config_t config = {{1, 1, 1}, {1, 1, 1}, 0, launch_ns};
+  hl_time_t start = hl_time_now();
+  launch("spin", params, &config);
+  return hl_time_now() - start;
+}
+
+static int spin_clock_main(void* arg) {
+  (void)arg;
+  const hl_duration_t ms = 1000000;
+  // Launched a second ago, 200 ms long: a device would have finished it.
+  hl_duration_t late = spin_from(hl_time_now() - 1000 * ms, 200 * ms);
+  if (late >= 200 * ms) return 1;
+  // Three 20 ms spins launched together run back to back: 60 ms at least.
+  hl_time_t t0 = hl_time_now();
+  for (int i = 0; i < 3; ++i) (void)spin_from(t0, 20 * ms);
+  if (hl_time_now() - t0 < 60 * ms) return 2;
+  // After an idle gap, a spin launched now takes its whole length again.
+  thrd_sleep(&(struct timespec){.tv_nsec = 30 * ms}, NULL);
+  hl_time_t launch_ns = hl_time_now();
+  (void)spin_from(launch_ns, 20 * ms);
+  if (hl_time_now() - launch_ns < 20 * ms) return 3;
+  return 0;
+}
+
+static void test_spin_device_clock(void** state) {
+  (void)state;
+  thrd_t thread;
+  assert_int_equal(thrd_create(&thread, spin_clock_main, NULL), thrd_success);
+  int rc = -1;
+  assert_int_equal(thrd_join(thread, &rc), thrd_success);
+  assert_int_equal(rc, 0);  // 1: slept past a passed deadline; 2, 3: short.
 }
 
 static void axpy(float a, const float* x, float* y, uint64_t n) {
@@ -251,6 +293,7 @@ int main(void) {
       cmocka_unit_test(test_copy),
       cmocka_unit_test(test_spin),
       cmocka_unit_test(test_spin_sleeps),
+      cmocka_unit_test(test_spin_device_clock),
       cmocka_unit_test(test_axpy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

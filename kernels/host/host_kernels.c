@@ -48,13 +48,39 @@ void hl_host_kernel_copy(void** params, const hl_launch_config_t* config) {
 // time. It sleeps rather than burning a core: a GPU's spin occupies the
 // device, not a host CPU, and a busy wait here would make several streams on
 // a small machine measure the machine's core count instead of hipline's
-// overlap of queues. Stream workers ask for precise sleeps
-// (hl_thread_set_precise_sleep), so the overshoot is microseconds.
+// overlap of queues.
+//
+// A sleep overshoots, though, by far more than a spin's length on a virtual
+// machine (a 20 us clock_nanosleep took 74 us on the 2-core development VM,
+// even with the thread's timer slack at 1 ns), and spins that follow each
+// other would add up the overshoots. So the stream keeps a device clock, as
+// a GPU runs kernels back to back: a spin starts when it was launched
+// (config->launch_ns) or when the previous spin on this stream ended,
+// whichever is later, pushed back by the real work the stream did since that
+// spin returned; it ends |cycles| later, and the thread sleeps until then
+// (not at all when a late wake-up already passed it). One overshoot is paid
+// per idle period, not one per spin. Every stream runs its kernels on one
+// thread of its own (host backend and hip test runtime), so the clock is
+// per thread.
+static _Thread_local hl_time_t hl_spin_end_;   // Model end of the last spin.
+static _Thread_local hl_time_t hl_spin_woke_;  // When it returned.
 void hl_host_kernel_spin(void** params, const hl_launch_config_t* config) {
   uint64_t cycles = HL_PARAM(uint64_t, 0);
   uint32_t* out_blocks_done = HL_PARAM(uint32_t*, 1);
   if (cycles > HL_HOST_SPIN_MAX_NS) cycles = HL_HOST_SPIN_MAX_NS;
-  hl_sleep_until(hl_time_now() + (hl_time_t)cycles);
+  hl_time_t now = hl_time_now();
+  hl_time_t start = now;
+  if (config && config->launch_ns && config->launch_ns <= now) {
+    start = config->launch_ns;
+    if (hl_spin_end_) {
+      hl_time_t busy = hl_spin_end_ + (now - hl_spin_woke_);
+      if (busy > start) start = busy;
+    }
+  }
+  hl_time_t end = start + (hl_time_t)cycles;
+  if (end > now) hl_sleep_until(end);
+  hl_spin_end_ = end;
+  hl_spin_woke_ = hl_time_now();
   if (out_blocks_done != NULL) {
     uint32_t blocks = 1;
     if (config != NULL) {

@@ -83,6 +83,10 @@ typedef struct hl_launch_config_t {
   hl_dim3_t grid;   // In blocks.
   hl_dim3_t block;  // In threads.
   uint32_t shared_bytes;
+  // When the launch was issued (hl_time_now), for host kernels that model
+  // device time (spin): a kernel starts no earlier than its launch. The
+  // host backend fills it when it is 0; the hip backend ignores it.
+  int64_t launch_ns;
 } hl_launch_config_t;
 
 // A host "code object": the kernels the host backend can launch. The

@@ -1357,6 +1357,7 @@ hipError_t hipModuleLaunchKernel(hipFunction_t function, unsigned int grid_x,
   op->u.kernel.config.grid = (hl_dim3_t){grid_x, grid_y, grid_z};
   op->u.kernel.config.block = (hl_dim3_t){block_x, block_y, block_z};
   op->u.kernel.config.shared_bytes = shared_bytes;
+  op->u.kernel.config.launch_ns = trt_now_ns();  // For spin's device time.
   // Arguments are copied at launch, as the packet's kernarg segment is.
   size_t offset = 0;
   for (uint32_t i = 0; i < kernel->param_count && i < 16; ++i) {

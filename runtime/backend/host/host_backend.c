@@ -349,6 +349,9 @@ static hl_status_t hl_host_launch_kernel(hl_backend_t* backend,
   }
   item->kernel.kernel = kernel;
   item->kernel.config = *config;
+  if (!item->kernel.config.launch_ns) {
+    item->kernel.config.launch_ns = hl_time_now();
+  }
   return hl_host_stream_push_item(stream, item, NULL);
 }
 
