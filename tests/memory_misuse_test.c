@@ -30,7 +30,13 @@ static void test_use_after_free_checked_fails_queue(void** state) {
   char text[1024];
   hl_status_format(st, text, sizeof(text));
   print_message("use after free: %s\n", text);
-  assert_non_null(strstr(text, "queue_dealloca"));
+  // Names the dealloca that freed it, with its queue and submission (the
+  // description is formatted only when a use after free is reported).
+  char freed_by[96];
+  snprintf(freed_by, sizeof(freed_by),
+           "freed by queue_dealloca on queue %u (submission 2)",
+           hl_queue_id(q));
+  assert_non_null(strstr(text, freed_by));
   hl_test_assert_status_has(st, HL_STATUS_FAILED_PRECONDITION, root_name, NULL);
   assert_true(hl_buffer_is_freed(b));
   assert_true(hl_test_memory_stats(d).use_after_free >= 1);

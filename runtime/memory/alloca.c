@@ -200,7 +200,6 @@ typedef struct hl_dealloca_op_t {
   hl_backend_stream_t* stream;
   hl_gated_t gate;
   const char* what;  // "queue_dealloca" or the fallback that scheduled it.
-  char who[96];
 } hl_dealloca_op_t;
 
 // Stamps the root with this dealloca's timepoint: the pool lets its own
@@ -216,8 +215,6 @@ static void hl_dealloca_on_submit(hl_op_t* base, hl_queue_t* queue,
                                   uint64_t value) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
   op->value = value;
-  snprintf(op->who, sizeof(op->who), "%s on queue %u (submission %llu)",
-           op->what, op->queue_id, (unsigned long long)value);
 }
 
 // Decides, once, whether the dealloca was cancelled: if it did not free, the
@@ -248,7 +245,8 @@ static hl_status_t hl_dealloca_free(void* user) {
   hl_root_t* root = op->root;
   if (atomic_load(&root->state) != HL_ROOT_LIVE) return NULL;  // Alloca failed.
   hl_dealloca_stamp(op);
-  hl_status_t st = hl_root_free_memory(root, op->stream, op->who);
+  hl_root_freer_t who = {op->what, op->queue_id, op->value};
+  hl_status_t st = hl_root_free_memory(root, op->stream, who);
   if (!st) hl_dealloca_freed(op);
   return st;
 }

@@ -417,9 +417,15 @@ hl_status_t hl_root_check_live(hl_root_t* root, const char* what) {
   if (state == HL_ROOT_FREED) {
     hl_memory_note(root->device, UINT32_MAX, HL_MEMORY_EVENT_USE_AFTER_FREE, 0);
     mtx_lock(&root->mutex);
-    char who[sizeof(root->freed_by)];
-    memcpy(who, root->freed_by, sizeof(who));
+    hl_root_freer_t by = root->freed_by;
     mtx_unlock(&root->mutex);
+    char who[128];
+    if (by.queue_id == UINT32_MAX) {
+      snprintf(who, sizeof(who), "%s", by.what ? by.what : "an unknown path");
+    } else {
+      snprintf(who, sizeof(who), "%s on queue %u (submission %llu)", by.what,
+               by.queue_id, (unsigned long long)by.value);
+    }
     return HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
                           "use after free: %s touches root %llu (%llu bytes) "
                           "which was freed by %s",
@@ -442,12 +448,12 @@ bool hl_root_check_use(hl_root_t* root, const char* what,
   return false;
 }
 
-bool hl_root_mark_freed(hl_root_t* root, const char* who) {
+bool hl_root_mark_freed(hl_root_t* root, hl_root_freer_t who) {
   mtx_lock(&root->mutex);
   int expected = HL_ROOT_LIVE;
   bool marked =
       atomic_compare_exchange_strong(&root->state, &expected, HL_ROOT_FREED);
-  if (marked) snprintf(root->freed_by, sizeof(root->freed_by), "%s", who);
+  if (marked) root->freed_by = who;
   mtx_unlock(&root->mutex);
   return marked;
 }
@@ -467,11 +473,13 @@ hl_status_t hl_root_return_memory(hl_root_t* root,
 }
 
 hl_status_t hl_root_free_memory(hl_root_t* root, hl_backend_stream_t* stream,
-                                const char* who) {
+                                hl_root_freer_t who) {
   if (!hl_root_mark_freed(root, who)) {
     return HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
-                          "root %llu freed twice (second: %s)",
-                          (unsigned long long)root->id, who);
+                          "root %llu freed twice (second: %s on queue %u, "
+                          "submission %llu)",
+                          (unsigned long long)root->id, who.what, who.queue_id,
+                          (unsigned long long)who.value);
   }
   return hl_root_return_memory(root, stream);
 }
@@ -540,7 +548,8 @@ static void hl_memory_drain_streams(hl_device_t* device) {
 // Frees the root's memory on its affinity stream unless another path did
 // already (the owed drain and its backstop race; the first one frees).
 static void hl_memory_fallback_free(hl_root_t* root, const char* who) {
-  if (!hl_root_mark_freed(root, who)) return;  // Freed, or never allocated.
+  // Freed, or never allocated.
+  if (!hl_root_mark_freed(root, hl_root_freer(who))) return;
   hl_backend_stream_t* stream =
       root->affinity_queue ? hl_queue_stream(root->affinity_queue) : NULL;
   hl_status_t st = hl_root_return_memory(root, stream);

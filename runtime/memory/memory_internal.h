@@ -19,6 +19,14 @@ typedef enum hl_root_memory_e {
   HL_ROOT_MEMORY_EXTERNAL = 1,  // Owned elsewhere; release_fn gives it back.
 } hl_root_memory_t;
 
+// Who freed a root: |what| is static; |queue_id| is UINT32_MAX when no
+// submission did.
+typedef struct hl_root_freer_t {
+  const char* what;
+  uint32_t queue_id;
+  uint64_t value;
+} hl_root_freer_t;
+
 typedef struct hl_root_t {
   // Low 32 bits: every reference. High 32 bits: the subset held by in-flight
   // operations. One word, so uniqueness checks read a consistent pair.
@@ -42,7 +50,11 @@ typedef struct hl_root_t {
   mtx_t mutex;
   hl_fence_t* use_fence;
   hl_fence_t* mutation_barrier;
-  char freed_by[128];  // Who freed the memory (for use-after-free reports).
+  // Who freed the memory, for use-after-free reports (|mutex|), formatted
+  // only when one is reported: a static description ("queue_dealloca", a
+  // fallback), and the queue and submission value when a dealloca freed it
+  // (queue UINT32_MAX otherwise).
+  hl_root_freer_t freed_by;
   // The suballocator's block (HL_POOL_MODE_HIPLINE), or NULL.
   hl_suballocation_t* suballocation;
   // Timepoint of the dealloca that frees the memory, set just before the
@@ -104,10 +116,15 @@ void hl_root_record_use(hl_root_t* root, hl_queue_t* queue, uint64_t value,
 // returns its memory in stream order on |stream|. Must not run on a stream
 // callback, except as stream work of |stream| (hl_stream_work_issue).
 hl_status_t hl_root_free_memory(hl_root_t* root, hl_backend_stream_t* stream,
-                                const char* who);
+                                hl_root_freer_t who);
 // The two halves of hl_root_free_memory: mark (false if it was not live) and
 // return the memory to the pool or the external owner.
-bool hl_root_mark_freed(hl_root_t* root, const char* who);
+bool hl_root_mark_freed(hl_root_t* root, hl_root_freer_t who);
+// A freer with no submission: |what| must be a static string.
+static inline hl_root_freer_t hl_root_freer(const char* what) {
+  hl_root_freer_t who = {what, UINT32_MAX, 0};
+  return who;
+}
 hl_status_t hl_root_return_memory(hl_root_t* root, hl_backend_stream_t* stream);
 
 // Returns the use-after-free status for an operation described by |what| on
