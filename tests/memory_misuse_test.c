@@ -87,6 +87,49 @@ static void test_use_after_free_unchecked_fails_submission(void** state) {
   hl_device_release(d);
 }
 
+// A buffer whose alloca failed (out of memory) or was cancelled (its wait
+// failed) fails its users with the producer's status, naming both: a
+// consumer reports why the memory never came, not only that it is missing.
+static void test_use_of_failed_alloca_reports_its_failure(void** state) {
+  (void)state;
+  mem_device_config_t cfg = {.limit_bytes = 1024 * KIB};
+  hl_device_t* d = mem_device_create(&cfg);
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_semaphore_t* s = hl_test_semaphore_create();
+
+  // Out of memory: the fill behind it, in queue order, fails with it.
+  hl_buffer_t* big = mem_alloca(q, NULL, 0, NULL, 0, 2048 * KIB);
+  hl_fence_t* sig = hl_test_fence(s, 1);
+  HL_ASSERT_OK(hl_queue_fill(q, NULL, sig, big, 0, 4, 0));
+  hl_fence_release(sig);
+  hl_status_t st = hl_semaphore_wait(s, 1, MEM_DEADLINE());
+  hl_test_assert_status_has(st, HL_STATUS_RESOURCE_EXHAUSTED, "2097152",
+                            "whose allocation failed");
+  hl_buffer_release(big);
+  hl_semaphore_release(s);
+
+  // Cancelled: the alloca waits on a producer that fails.
+  s = hl_test_semaphore_create();
+  hl_semaphore_t* upstream = hl_test_semaphore_create();
+  hl_buffer_t* b = mem_alloca(q, upstream, 1, NULL, 0, 4 * KIB);
+  sig = hl_test_fence(s, 1);
+  HL_ASSERT_OK(hl_queue_fill(q, NULL, sig, b, 0, 4, 0));
+  hl_fence_release(sig);
+  HL_ASSERT_OK(hl_semaphore_fail(
+      upstream, HL_MAKE_STATUS(HL_STATUS_ABORTED, "upstream producer gone")));
+  st = hl_semaphore_wait(s, 1, MEM_DEADLINE());
+  hl_test_assert_status_has(st, HL_STATUS_ABORTED, "upstream producer gone",
+                            "whose allocation failed");
+  HL_ASSERT_OK(hl_queue_status(q));  // Only the submissions failed.
+  hl_buffer_release(b);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
+  hl_semaphore_release(upstream);
+  hl_semaphore_release(s);
+  hl_queue_release(q);
+  hl_device_release(d);
+}
+
 static void wait_cancelled(hl_device_t* d, uint64_t count) {
   hl_time_t deadline = hl_deadline_after(5000 * MEM_MS);
   while (hl_test_memory_stats(d).deallocas_cancelled < count &&
@@ -364,6 +407,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_use_after_free_checked_fails_queue),
       cmocka_unit_test(test_use_after_free_unchecked_fails_submission),
+      cmocka_unit_test(test_use_of_failed_alloca_reports_its_failure),
       cmocka_unit_test(test_dealloca_wait_fails_early),
       cmocka_unit_test(test_dealloca_wait_fails_late),
       cmocka_unit_test(test_dealloca_again_right_after_cancel),

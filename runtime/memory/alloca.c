@@ -71,7 +71,7 @@ static hl_status_t hl_alloca_allocate(void* user) {
         (unsigned long long)reserved);
   }
   if (st) {
-    atomic_store(&root->state, HL_ROOT_FAILED);
+    hl_root_fail_allocation(root, st);
     HL_TRACE_ZONE_END(zone);
     return st;
   }
@@ -81,6 +81,13 @@ static hl_status_t hl_alloca_allocate(void* user) {
   HL_TRACE_INSTANT("alloca", root->size);
   HL_TRACE_ZONE_END(zone);
   return NULL;
+}
+
+// The submission failed before the alloca was issued (a failed wait, a
+// failed queue): the memory never comes, and users of the buffer issued
+// after it fail with that status.
+static void hl_alloca_on_cancel(hl_op_t* base, hl_status_t status) {
+  hl_root_fail_allocation(((hl_alloca_op_t*)base)->root, status);
 }
 
 static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
@@ -124,8 +131,8 @@ static bool hl_alloca_release_light(hl_op_t* base, hl_status_t status) {
 }
 
 static const hl_op_vtable_t hl_alloca_vtable = {
-    hl_alloca_issue, hl_alloca_release, hl_alloca_on_submit, NULL,
-    hl_alloca_release_light};
+    hl_alloca_issue, hl_alloca_release, hl_alloca_on_submit,
+    hl_alloca_on_cancel, hl_alloca_release_light};
 
 hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
                             const hl_fence_t* signal_fence, uint64_t size,
@@ -267,7 +274,8 @@ static hl_status_t hl_dealloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   return st;
 }
 
-static void hl_dealloca_cancel(hl_op_t* base) {
+static void hl_dealloca_cancel(hl_op_t* base, hl_status_t status) {
+  (void)status;
   hl_dealloca_settle((hl_dealloca_op_t*)base);
 }
 

@@ -325,6 +325,7 @@ void hl_root_release_for_op(hl_root_t* root) {
 }
 
 static void hl_root_destroy(hl_root_t* root) {
+  hl_status_free(root->alloc_failure);
   hl_fence_release(root->use_fence);
   hl_fence_release(root->mutation_barrier);
   mtx_destroy(&root->mutex);
@@ -432,6 +433,13 @@ hl_status_t hl_root_check_live(hl_root_t* root, const char* what) {
                           what, (unsigned long long)root->id,
                           (unsigned long long)root->size, who);
   }
+  if (state == HL_ROOT_FAILED && root->alloc_failure) {
+    // The producer's failure, with the consumer named.
+    return hl_status_annotate(
+        hl_status_clone(root->alloc_failure),
+        "%s touches root %llu (%llu bytes) whose allocation failed", what,
+        (unsigned long long)root->id, (unsigned long long)root->size);
+  }
   return HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
                         "%s touches root %llu (%llu bytes) whose allocation %s",
                         what, (unsigned long long)root->id,
@@ -446,6 +454,15 @@ bool hl_root_check_use(hl_root_t* root, const char* what,
   bool freed = atomic_load(&root->state) == HL_ROOT_FREED;
   hl_submission_fail(submission, st, checked && freed);
   return false;
+}
+
+void hl_root_fail_allocation(hl_root_t* root, hl_status_t status) {
+  mtx_lock(&root->mutex);
+  if (atomic_load(&root->state) == HL_ROOT_PENDING && !root->alloc_failure) {
+    root->alloc_failure = hl_status_clone(status);
+    atomic_store(&root->state, HL_ROOT_FAILED);  // Publishes alloc_failure.
+  }
+  mtx_unlock(&root->mutex);
 }
 
 bool hl_root_mark_freed(hl_root_t* root, hl_root_freer_t who) {

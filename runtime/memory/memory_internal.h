@@ -37,6 +37,10 @@ typedef struct hl_root_t {
   hl_root_memory_t memory;
   _Atomic int origin;  // hl_buffer_origin_t.
   _Atomic int state;   // hl_root_state_t.
+  // Why the alloca failed or was cancelled (owned), written once before
+  // |state| becomes HL_ROOT_FAILED: users of the root fail with it, so a
+  // consumer reports its producer's failure, not a missing allocation.
+  hl_status_t alloc_failure;
   uint64_t size;
   _Atomic(void*) ptr;
   hl_buffer_release_fn_t release_fn;
@@ -120,6 +124,9 @@ hl_status_t hl_root_free_memory(hl_root_t* root, hl_backend_stream_t* stream,
 // The two halves of hl_root_free_memory: mark (false if it was not live) and
 // return the memory to the pool or the external owner.
 bool hl_root_mark_freed(hl_root_t* root, hl_root_freer_t who);
+// Marks a pending root's allocation failed with |status| (borrowed; a copy
+// is kept for its users). Once; later calls and live roots are ignored.
+void hl_root_fail_allocation(hl_root_t* root, hl_status_t status);
 // A freer with no submission: |what| must be a static string.
 static inline hl_root_freer_t hl_root_freer(const char* what) {
   hl_root_freer_t who = {what, UINT32_MAX, 0};

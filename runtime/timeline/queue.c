@@ -569,7 +569,9 @@ static bool hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
   }
   sub->issue_next = NULL;
   for (; op; op = op->next) {
-    if (op->vtable->on_cancel) op->vtable->on_cancel(op);
+    if (op->vtable->on_cancel) {
+      op->vtable->on_cancel(op, atomic_load(&sub->failure));
+    }
   }
   if (!queue->by_events) {
     st = backend->vtable->launch_host_func(backend, queue->stream,

@@ -363,8 +363,9 @@ typedef struct hl_op_vtable_t {
   void (*on_submit)(hl_op_t* op, hl_queue_t* queue, uint64_t value);
   // Optional: called by the issuer (no scheduler lock) when the submission
   // failed before this op was issued (so |issue| will never run), before the
-  // submission's signals are failed.
-  void (*on_cancel)(hl_op_t* op);
+  // submission's signals are failed and before later submissions of the
+  // queue are issued; |status| (borrowed) is the submission's failure.
+  void (*on_cancel)(hl_op_t* op, hl_status_t status);
   // Optional: |release| where it is cheap and safe on any thread, with any
   // lock held (it drops references that are not the last ones, recycles
   // memory, takes no lock that is not a leaf); returns false when the
