@@ -199,12 +199,14 @@ static uint64_t hl_host_stream_push(hl_backend_stream_t* stream,
   uint64_t seq =
       atomic_load_explicit(&stream->submitted_seq, memory_order_relaxed) + 1;
   item->seq = seq;
+  // Counted before the worker can see it, so completed_seq never passes
+  // submitted_seq (an idle check reads submitted == completed).
+  atomic_store_explicit(&stream->submitted_seq, seq, memory_order_release);
   hl_host_item_t* top =
       atomic_load_explicit(&stream->pushed, memory_order_relaxed);
   do {
     item->next = top;
   } while (!atomic_compare_exchange_weak(&stream->pushed, &top, item));
-  atomic_store_explicit(&stream->submitted_seq, seq, memory_order_release);
   mtx_unlock(&stream->push_mutex);
   // A spinning worker sees |pushed| move; only a sleeping one is woken.
   if (atomic_load(&stream->worker_sleeping)) {
