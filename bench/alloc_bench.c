@@ -124,6 +124,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // Before any placement: it pins its own two threads.
+  double core_round_trip_ns = bench_cpus_core_round_trip_ns(100000);
   if (!bench_cpus_begin(cpus)) return 1;
   hl_device_options_t options;
   hl_device_options_initialize(&options);
@@ -187,6 +189,12 @@ int main(int argc, char** argv) {
            (unsigned long long)results[s].size, results[s].hipline_ns,
            results[s].malloc_ns, results[s].hipline_ns / results[s].malloc_ns);
   }
+  if (core_round_trip_ns > 0) {
+    printf(
+        "machine: a cache line's round trip between two cores %.1f ns (two "
+        "threads taking turns on one atomic)\n",
+        core_round_trip_ns);
+  }
   printf("pool: reserved peak %llu bytes, in use peak %llu bytes\n",
          (unsigned long long)stats.bytes_reserved_peak,
          (unsigned long long)stats.bytes_in_use_peak);
@@ -199,10 +207,10 @@ int main(int argc, char** argv) {
     }
     fprintf(f,
             "{\n  \"benchmark\": \"alloc\",\n  \"backend\": \"host\",\n"
-            "  \"cpus\": \"%s\",\n"
+            "  \"cpus\": \"%s\",\n  \"core_round_trip_ns\": %.1f,\n"
             "  \"batches\": %d,\n  \"pairs_per_batch\": %d,\n"
             "  \"reserved_peak_bytes\": %llu,\n  \"results\": [\n",
-            bench_cpus_name(cpus), batches, pairs,
+            bench_cpus_name(cpus), core_round_trip_ns, batches, pairs,
             (unsigned long long)stats.bytes_reserved_peak);
     for (size_t s = 0; s < SIZE_COUNT; ++s) {
       fprintf(f,

@@ -6,9 +6,12 @@
 #include <unistd.h>
 #endif
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
+#include <time.h>
 
 #include "bench/cpu_placement.h"
 
@@ -93,6 +96,82 @@ bool bench_cpus_place_runtime_threads(bench_cpus_t mode) {
   return ok;
 }
 
+typedef struct round_trip_t {
+  // Odd: the helper's turn; even: the caller's; -1: stop.
+  _Atomic long turn;
+  atomic_bool failed;  // The helper could not be placed.
+  int cpu;
+} round_trip_t;
+
+// Waits until |turn| is |want| or -1 (returns false then). Yields now and
+// then: on a loaded machine the other thread may have lost its CPU.
+static bool await_turn(_Atomic long* turn, long want) {
+  for (unsigned spins = 1;; ++spins) {
+    long t = atomic_load_explicit(turn, memory_order_acquire);
+    if (t == want) return true;
+    if (t == -1) return false;
+    if ((spins & 1023) == 0) thrd_yield();
+  }
+}
+
+static int round_trip_helper(void* arg) {
+  round_trip_t* rt = (round_trip_t*)arg;
+  if (!pin(0, rt->cpu)) {
+    atomic_store(&rt->failed, true);
+    return 1;
+  }
+  for (long i = 0; await_turn(&rt->turn, 2 * i + 1); ++i) {
+    atomic_store_explicit(&rt->turn, 2 * i + 2, memory_order_release);
+  }
+  return 0;
+}
+
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+double bench_cpus_core_round_trip_ns(int rounds) {
+  cpu_set_t saved;
+  if (rounds < 1 || sched_getaffinity(0, sizeof(saved), &saved) != 0) {
+    return -1;
+  }
+  int cpus[2] = {-1, -1}, found = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE && found < 2; ++cpu) {
+    if (CPU_ISSET(cpu, &saved)) cpus[found++] = cpu;
+  }
+  if (found < 2 || !pin(0, cpus[0])) return -1;
+  static round_trip_t rt;  // One measurement at a time.
+  atomic_store(&rt.turn, 0);
+  atomic_store(&rt.failed, false);
+  rt.cpu = cpus[1];
+  thrd_t helper;
+  double result = -1;
+  if (thrd_create(&helper, round_trip_helper, &rt) == thrd_success) {
+    // At most |rounds| round trips and about 50 ms: a loaded machine (other
+    // tests beside this one) must not stretch a benchmark's start.
+    double start = now_ns(), elapsed = 0;
+    long done = 0;
+    while (done < rounds && !atomic_load(&rt.failed)) {
+      atomic_store_explicit(&rt.turn, 2 * done + 1, memory_order_release);
+      while (atomic_load_explicit(&rt.turn, memory_order_acquire) !=
+                 2 * done + 2 &&
+             !atomic_load_explicit(&rt.failed, memory_order_relaxed)) {
+      }
+      if (atomic_load(&rt.failed)) break;
+      ++done;
+      if ((done & 255) == 0 && now_ns() - start > 50e6) break;
+    }
+    elapsed = now_ns() - start;
+    atomic_store(&rt.turn, -1);
+    thrd_join(helper, NULL);
+    if (done > 0 && !atomic_load(&rt.failed)) result = elapsed / done;
+  }
+  sched_setaffinity(0, sizeof(saved), &saved);
+  return result;
+}
+
 #else
 
 bool bench_cpus_begin(bench_cpus_t mode) {
@@ -104,6 +183,11 @@ bool bench_cpus_begin(bench_cpus_t mode) {
 
 bool bench_cpus_place_runtime_threads(bench_cpus_t mode) {
   return mode == BENCH_CPUS_FREE;
+}
+
+double bench_cpus_core_round_trip_ns(int rounds) {
+  (void)rounds;
+  return -1;
 }
 
 #endif

@@ -42,4 +42,14 @@ bool bench_cpus_begin(bench_cpus_t mode);
 // Returns false, with a message on stderr, when it cannot.
 bool bench_cpus_place_runtime_threads(bench_cpus_t mode);
 
+// The machine's price of moving a cache line between two cores: two
+// threads, pinned to the first two CPUs this process may use, take turns
+// writing one atomic |rounds| times; returns nanoseconds per round trip
+// (two moves), or -1 with fewer than two CPUs or off Linux. Benchmarks print
+// it, because every cross-thread handoff in hipline pays it and it changes
+// with where the host puts the virtual machine's CPUs (145 to 590 ns on the
+// development VM within one day). The calling thread's placement is
+// restored before it returns.
+double bench_cpus_core_round_trip_ns(int rounds);
+
 #endif  // HIPLINE_BENCH_CPU_PLACEMENT_H_

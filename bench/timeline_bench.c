@@ -88,6 +88,7 @@ typedef struct results_t {
   int contention_batches;
   double contention_rate[2][3];
   bench_cpus_t cpus;
+  double core_round_trip_ns;  // -1: not measured (fewer than two CPUs).
 } results_t;
 
 static const int kContentionThreads[3] = {1, 2, 4};
@@ -384,6 +385,8 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Before any placement: it pins its own two threads.
+  r.core_round_trip_ns = bench_cpus_core_round_trip_ns(100000);
   if (!bench_cpus_begin(r.cpus)) return 1;
   hl_device_options_t options;
   hl_device_options_initialize(&options);
@@ -398,7 +401,8 @@ int main(int argc, char** argv) {
 
   if (json) {
     printf(
-        "{\"backend\": \"%s\", \"cpus\": \"%s\", \"submit\": "
+        "{\"backend\": \"%s\", \"cpus\": \"%s\", "
+        "\"core_round_trip_ns\": %.1f, \"submit\": "
         "{\"submissions_per_batch\": %lld, "
         "\"batches\": %d, \"median_ns\": %.1f, \"min_ns\": %.1f, "
         "\"max_ns\": %.1f}, \"pingpong\": {\"rounds\": %lld, "
@@ -408,14 +412,14 @@ int main(int argc, char** argv) {
         "\"shared_device\": {\"1\": %.0f, \"2\": %.0f, \"4\": %.0f}, "
         "\"device_per_thread\": {\"1\": %.0f, \"2\": %.0f, \"4\": "
         "%.0f}}}\n",
-        backend_name, bench_cpus_name(r.cpus), (long long)r.submissions,
-        r.batches, r.submit_median_ns, r.submit_min_ns, r.submit_max_ns,
-        (long long)r.rounds, r.pingpong_median_us, r.pingpong_p90_us,
-        (long long)r.rounds - 1, r.host_rtt_median_us, r.host_rtt_p90_us,
-        (long long)r.submissions, r.contention_batches, r.contention_rate[0][0],
-        r.contention_rate[0][1], r.contention_rate[0][2],
-        r.contention_rate[1][0], r.contention_rate[1][1],
-        r.contention_rate[1][2]);
+        backend_name, bench_cpus_name(r.cpus), r.core_round_trip_ns,
+        (long long)r.submissions, r.batches, r.submit_median_ns,
+        r.submit_min_ns, r.submit_max_ns, (long long)r.rounds,
+        r.pingpong_median_us, r.pingpong_p90_us, (long long)r.rounds - 1,
+        r.host_rtt_median_us, r.host_rtt_p90_us, (long long)r.submissions,
+        r.contention_batches, r.contention_rate[0][0], r.contention_rate[0][1],
+        r.contention_rate[0][2], r.contention_rate[1][0],
+        r.contention_rate[1][1], r.contention_rate[1][2]);
   } else {
     printf("hipline timeline benchmarks (%s backend, --cpus %s)\n",
            backend_name, bench_cpus_name(r.cpus));
@@ -429,6 +433,12 @@ int main(int argc, char** argv) {
            r.host_rtt_median_us, r.host_rtt_p90_us, "");
     printf("(%lld submissions x %d batches; %lld rounds)\n",
            (long long)r.submissions, r.batches, (long long)r.rounds);
+    if (r.core_round_trip_ns > 0) {
+      printf(
+          "machine: a cache line's round trip between two cores %.1f ns "
+          "(two threads taking turns on one atomic)\n",
+          r.core_round_trip_ns);
+    }
     printf(
         "\ncontention: aggregate empty submissions per second, each thread "
         "on its own queue (%lld x %d each)\n",

@@ -7,6 +7,11 @@ execute_process(
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "hipline-bench-timeline exited ${rc}: ${err}")
 endif()
+# The machine's core-to-core round trip: measured (> 0), or -1 with one CPU.
+string(JSON rtt ERROR_VARIABLE json_error GET "${out}" core_round_trip_ns)
+if(json_error OR NOT (rtt GREATER 0 OR rtt EQUAL -1))
+  message(FATAL_ERROR "bad core_round_trip_ns in: ${out} (${json_error})")
+endif()
 foreach(path "submit;median_ns" "pingpong;median_us" "host_rtt;median_us"
         "contention;shared_device;1" "contention;shared_device;4"
         "contention;device_per_thread;2" "contention;device_per_thread;4")
