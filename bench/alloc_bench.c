@@ -189,12 +189,7 @@ int main(int argc, char** argv) {
            (unsigned long long)results[s].size, results[s].hipline_ns,
            results[s].malloc_ns, results[s].hipline_ns / results[s].malloc_ns);
   }
-  if (core_round_trip_ns > 0) {
-    printf(
-        "machine: a cache line's round trip between two cores %.1f ns (two "
-        "threads taking turns on one atomic)\n",
-        core_round_trip_ns);
-  }
+  bench_cpus_print_round_trip(core_round_trip_ns);
   printf("pool: reserved peak %llu bytes, in use peak %llu bytes\n",
          (unsigned long long)stats.bytes_reserved_peak,
          (unsigned long long)stats.bytes_in_use_peak);

@@ -15,10 +15,11 @@
 
 #include "bench/cpu_placement.h"
 
+static const char* const kModeNames[] = {"free", "same", "split"};
+
 bool bench_cpus_parse(const char* text, bench_cpus_t* out_mode) {
-  static const char* const names[] = {"free", "same", "split"};
   for (int i = 0; i < 3; ++i) {
-    if (text && strcmp(text, names[i]) == 0) {
+    if (text && strcmp(text, kModeNames[i]) == 0) {
       *out_mode = (bench_cpus_t)i;
       return true;
     }
@@ -27,14 +28,16 @@ bool bench_cpus_parse(const char* text, bench_cpus_t* out_mode) {
 }
 
 const char* bench_cpus_name(bench_cpus_t mode) {
-  switch (mode) {
-    case BENCH_CPUS_SAME:
-      return "same";
-    case BENCH_CPUS_SPLIT:
-      return "split";
-    default:
-      return "free";
-  }
+  return mode >= BENCH_CPUS_FREE && mode <= BENCH_CPUS_SPLIT ? kModeNames[mode]
+                                                             : "free";
+}
+
+void bench_cpus_print_round_trip(double round_trip_ns) {
+  if (round_trip_ns <= 0) return;
+  printf(
+      "machine: a cache line's round trip between two cores %.1f ns (two "
+      "threads taking turns on one atomic)\n",
+      round_trip_ns);
 }
 
 #if defined(__linux__)
@@ -52,6 +55,17 @@ static bool pin(pid_t tid, int cpu) {
   return true;
 }
 
+// Fills |out| with the first two CPUs of |allowed| (-1: none); returns how
+// many there are, at most 2.
+static int first_two_cpus(const cpu_set_t* allowed, int out[2]) {
+  int found = 0;
+  out[0] = out[1] = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE && found < 2; ++cpu) {
+    if (CPU_ISSET(cpu, allowed)) out[found++] = cpu;
+  }
+  return found;
+}
+
 // The first two CPUs this process may run on (-1: none).
 static int placement_cpus_[2] = {-1, -1};
 
@@ -63,10 +77,7 @@ bool bench_cpus_begin(bench_cpus_t mode) {
             bench_cpus_name(mode));
     return false;
   }
-  int found = 0;
-  for (int cpu = 0; cpu < CPU_SETSIZE && found < 2; ++cpu) {
-    if (CPU_ISSET(cpu, &allowed)) placement_cpus_[found++] = cpu;
-  }
+  int found = first_two_cpus(&allowed, placement_cpus_);
   if (found < (mode == BENCH_CPUS_SPLIT ? 2 : 1)) {
     fprintf(stderr, "--cpus %s needs two CPUs; this process may use %d\n",
             bench_cpus_name(mode), found);
@@ -137,11 +148,8 @@ double bench_cpus_core_round_trip_ns(int rounds) {
   if (rounds < 1 || sched_getaffinity(0, sizeof(saved), &saved) != 0) {
     return -1;
   }
-  int cpus[2] = {-1, -1}, found = 0;
-  for (int cpu = 0; cpu < CPU_SETSIZE && found < 2; ++cpu) {
-    if (CPU_ISSET(cpu, &saved)) cpus[found++] = cpu;
-  }
-  if (found < 2 || !pin(0, cpus[0])) return -1;
+  int cpus[2];
+  if (first_two_cpus(&saved, cpus) < 2 || !pin(0, cpus[0])) return -1;
   static round_trip_t rt;  // One measurement at a time.
   atomic_store(&rt.turn, 0);
   atomic_store(&rt.failed, false);

@@ -51,5 +51,7 @@ bool bench_cpus_place_runtime_threads(bench_cpus_t mode);
 // development VM within one day). The calling thread's placement is
 // restored before it returns.
 double bench_cpus_core_round_trip_ns(int rounds);
+// Prints that figure as the benchmarks' "machine:" line (nothing for -1).
+void bench_cpus_print_round_trip(double round_trip_ns);
 
 #endif  // HIPLINE_BENCH_CPU_PLACEMENT_H_

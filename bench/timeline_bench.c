@@ -433,12 +433,7 @@ int main(int argc, char** argv) {
            r.host_rtt_median_us, r.host_rtt_p90_us, "");
     printf("(%lld submissions x %d batches; %lld rounds)\n",
            (long long)r.submissions, r.batches, (long long)r.rounds);
-    if (r.core_round_trip_ns > 0) {
-      printf(
-          "machine: a cache line's round trip between two cores %.1f ns "
-          "(two threads taking turns on one atomic)\n",
-          r.core_round_trip_ns);
-    }
+    bench_cpus_print_round_trip(r.core_round_trip_ns);
     printf(
         "\ncontention: aggregate empty submissions per second, each thread "
         "on its own queue (%lld x %d each)\n",

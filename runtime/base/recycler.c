@@ -71,8 +71,6 @@ static bool hl_recyclable(hl_allocator_t a) {
 #endif
 }
 
-// Puts the chain |first|..|last| (|n| objects) on the global list, freeing
-// what does not fit.
 // Puts the chain |first| (|n| objects, NULL-terminated) on the global list as
 // one batch, or frees it when the list is full.
 static void hl_recycler_give_chain(hl_recycler_t* r, hl_recycled_t* first,

@@ -1010,11 +1010,9 @@ static hl_status_t hl_hip_free_async_on_device(hl_backend_t* base, void* ptr,
                                   "hipStreamQuery(stream %p)", (void*)handle);
     }
   }
-  if (!hl_status_is_ok(status)) {
-    // Reported below with the block still live.
-  } else if (redirect) {
+  if (hl_status_is_ok(status) && redirect) {
     status = hl_hip_free_after(backend, ptr, (hipStream_t)owner, handle);
-  } else {
+  } else if (hl_status_is_ok(status)) {
     // Same stream, an idle freeing stream, or the allocating stream is gone
     // (its destruction synchronized it, and ROCm dropped it from the
     // block's safe streams).
