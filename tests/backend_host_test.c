@@ -803,6 +803,221 @@ static void test_fault_alloc_fail_every(void** state) {
   backend_destroy_checked(&t);
 }
 
+//===----------------------------------------------------------------------===//
+// Runtime work on an idle stream (launch_runtime_func)
+//===----------------------------------------------------------------------===//
+
+typedef struct inline_probe_t {
+  thrd_t thread;
+  atomic_int ran;
+  // Set by nested_fn: it pushes a host function from inside runtime work,
+  // then sleeps, so that function must wait for it.
+  test_backend_t* t;
+  hl_backend_stream_t* stream;
+  probe_t* later;
+  gate_t* done;
+} inline_probe_t;
+
+static void inline_probe_fn(void* user) {
+  inline_probe_t* p = (inline_probe_t*)user;
+  p->thread = thrd_current();
+  atomic_store(&p->ran, 1);
+}
+
+static void nested_fn(void* user) {
+  inline_probe_t* p = (inline_probe_t*)user;
+  p->thread = thrd_current();
+  HL_ASSERT_OK(
+      p->t->v->launch_host_func(p->t->b, p->stream, probe_fn, p->later));
+  struct timespec nap = {0, 20 * 1000 * 1000};
+  thrd_sleep(&nap, NULL);
+  atomic_store(&p->done->passed, 1);
+  atomic_store(&p->ran, 1);
+}
+
+// On an idle stream, runtime work runs on the caller before the call
+// returns, and an event recorded there is complete at once; on a busy
+// stream both wait their turn; an item pushed while runtime work runs
+// inline runs after it.
+static void test_runtime_func_inline_when_idle(void** state) {
+  test_backend_t t = backend_create();
+  hl_backend_stream_t* s = stream_create(&t);
+  assert_non_null(t.v->launch_runtime_func);
+
+  inline_probe_t idle;
+  memset(&idle, 0, sizeof(idle));
+  atomic_init(&idle.ran, 0);
+  HL_ASSERT_OK(t.v->launch_runtime_func(t.b, s, inline_probe_fn, &idle));
+  assert_int_equal(atomic_load(&idle.ran), 1);
+  assert_true(thrd_equal(idle.thread, thrd_current()));
+  hl_backend_event_t* e = event_create(&t);
+  HL_ASSERT_OK(t.v->event_record(t.b, e, s));
+  bool complete = false;
+  HL_ASSERT_OK(t.v->event_query(t.b, e, &complete));
+  assert_true(complete);
+
+  // Busy: behind a closed gate, nothing runs inline, in order after it.
+  gate_t gate;
+  gate_init(&gate);
+  HL_ASSERT_OK(t.v->launch_host_func(t.b, s, gate_fn, &gate));
+  probe_t probe;
+  probe.gate = &gate;
+  atomic_init(&probe.ran, 0);
+  atomic_init(&probe.observed, 0);
+  HL_ASSERT_OK(t.v->launch_runtime_func(t.b, s, probe_fn, &probe));
+  HL_ASSERT_OK(t.v->event_record(t.b, e, s));
+  assert_int_equal(atomic_load(&probe.ran), 0);
+  HL_ASSERT_OK(t.v->event_query(t.b, e, &complete));
+  assert_false(complete);
+  gate_open(&gate);
+  HL_ASSERT_OK(t.v->event_synchronize(t.b, e));
+  assert_int_equal(atomic_load(&probe.ran), 1);
+  assert_int_equal(atomic_load(&probe.observed), 1);
+
+  // Pushed from inside inline work: the worker waits for that work.
+  gate_t done;
+  gate_init(&done);
+  probe_t later;
+  later.gate = &done;
+  atomic_init(&later.ran, 0);
+  atomic_init(&later.observed, 0);
+  inline_probe_t nested;
+  memset(&nested, 0, sizeof(nested));
+  atomic_init(&nested.ran, 0);
+  nested.t = &t;
+  nested.stream = s;
+  nested.later = &later;
+  nested.done = &done;
+  HL_ASSERT_OK(t.v->launch_runtime_func(t.b, s, nested_fn, &nested));
+  assert_int_equal(atomic_load(&nested.ran), 1);
+  assert_true(thrd_equal(nested.thread, thrd_current()));
+  HL_ASSERT_OK(t.v->stream_synchronize(t.b, s));
+  assert_int_equal(atomic_load(&later.ran), 1);
+  assert_int_equal(atomic_load(&later.observed), 1);
+
+  gate_deinit(&gate);
+  gate_deinit(&done);
+  t.v->event_destroy(t.b, e);
+  t.v->stream_destroy(t.b, s);
+  backend_destroy_checked(&t);
+}
+
+// HIPLINE_HOST_INLINE=0 keeps runtime work on the stream's worker; a value
+// that is not a boolean fails device creation with the variable named.
+static void test_runtime_func_inline_env(void** state) {
+  setenv("HIPLINE_HOST_INLINE", "0", 1);
+  test_backend_t t = backend_create();
+  hl_backend_stream_t* s = stream_create(&t);
+  inline_probe_t probe;
+  memset(&probe, 0, sizeof(probe));
+  atomic_init(&probe.ran, 0);
+  HL_ASSERT_OK(t.v->launch_runtime_func(t.b, s, inline_probe_fn, &probe));
+  HL_ASSERT_OK(t.v->stream_synchronize(t.b, s));
+  assert_int_equal(atomic_load(&probe.ran), 1);
+  assert_false(thrd_equal(probe.thread, thrd_current()));
+  t.v->stream_destroy(t.b, s);
+  backend_destroy_checked(&t);
+
+  setenv("HIPLINE_HOST_INLINE", "sometimes", 1);
+  hl_backend_t* b = NULL;
+  hl_status_t st = hl_host_backend_create(0, hl_allocator_system(), &b);
+  assert_int_equal(hl_status_code(st), HL_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(hl_status_message(st), "HIPLINE_HOST_INLINE"));
+  assert_null(b);
+  hl_status_free(st);
+  unsetenv("HIPLINE_HOST_INLINE");
+}
+
+// Threads mixing runtime work and host functions on one stream: each
+// thread's items run in the order it launched them, none twice, none lost,
+// with and without fault-injection delays (which make a coin decide each
+// inline run).
+#define MIX_THREADS 3
+#define MIX_ITEMS 400
+typedef struct mix_entry_t {
+  struct mix_log_t* log;
+  int thread;
+  int index;
+} mix_entry_t;
+typedef struct mix_log_t {
+  mtx_t mutex;
+  int next[MIX_THREADS];  // The index each thread's next item must have.
+  atomic_int errors;
+  atomic_int count;
+} mix_log_t;
+typedef struct mix_thread_t {
+  test_backend_t* t;
+  hl_backend_stream_t* stream;
+  mix_entry_t entries[MIX_ITEMS];
+  atomic_int launch_errors;
+} mix_thread_t;
+
+static void mix_fn(void* user) {
+  mix_entry_t* e = (mix_entry_t*)user;
+  mix_log_t* log = e->log;
+  mtx_lock(&log->mutex);
+  if (log->next[e->thread] != e->index) atomic_fetch_add(&log->errors, 1);
+  log->next[e->thread] = e->index + 1;
+  mtx_unlock(&log->mutex);
+  atomic_fetch_add(&log->count, 1);
+}
+
+static int mix_main(void* arg) {
+  mix_thread_t* m = (mix_thread_t*)arg;
+  for (int i = 0; i < MIX_ITEMS; ++i) {
+    hl_status_t st = (i % 3) ? m->t->v->launch_runtime_func(
+                                   m->t->b, m->stream, mix_fn, &m->entries[i])
+                             : m->t->v->launch_host_func(
+                                   m->t->b, m->stream, mix_fn, &m->entries[i]);
+    if (st) {
+      atomic_fetch_add(&m->launch_errors, 1);
+      hl_status_free(st);
+    }
+  }
+  return 0;
+}
+
+static void run_mix(test_backend_t* t, uint32_t delay_us) {
+  hl_faults_t faults;
+  memset(&faults, 0, sizeof(faults));
+  faults.stream_delay_us = delay_us;
+  faults.seed = 7;
+  hl_faults_t previous = hl_faults_set(&faults);
+  hl_backend_stream_t* s = stream_create(t);  // Delays are read here.
+  hl_faults_set(&previous);
+  static mix_log_t log;
+  static mix_thread_t threads[MIX_THREADS];
+  memset(&log, 0, sizeof(log));
+  assert_int_equal(mtx_init(&log.mutex, mtx_plain), thrd_success);
+  thrd_t ids[MIX_THREADS];
+  for (int k = 0; k < MIX_THREADS; ++k) {
+    threads[k].t = t;
+    threads[k].stream = s;
+    atomic_init(&threads[k].launch_errors, 0);
+    for (int i = 0; i < MIX_ITEMS; ++i) {
+      threads[k].entries[i] = (mix_entry_t){&log, k, i};
+    }
+    assert_int_equal(thrd_create(&ids[k], mix_main, &threads[k]), thrd_success);
+  }
+  for (int k = 0; k < MIX_THREADS; ++k) thrd_join(ids[k], NULL);
+  HL_ASSERT_OK(t->v->stream_synchronize(t->b, s));
+  for (int k = 0; k < MIX_THREADS; ++k) {
+    assert_int_equal(atomic_load(&threads[k].launch_errors), 0);
+    assert_int_equal(log.next[k], MIX_ITEMS);
+  }
+  assert_int_equal(atomic_load(&log.errors), 0);
+  assert_int_equal(atomic_load(&log.count), MIX_THREADS * MIX_ITEMS);
+  mtx_destroy(&log.mutex);
+  t->v->stream_destroy(t->b, s);
+}
+
+static void test_runtime_func_order_across_threads(void** state) {
+  test_backend_t t = backend_create();
+  run_mix(&t, 0);
+  run_mix(&t, 30);
+  backend_destroy_checked(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_same_stream_reuse_immediate),
@@ -821,6 +1036,9 @@ int main(void) {
       cmocka_unit_test(test_live_counts),
       cmocka_unit_test(test_host_devices_env),
       cmocka_unit_test(test_fault_alloc_fail_every),
+      cmocka_unit_test(test_runtime_func_inline_when_idle),
+      cmocka_unit_test(test_runtime_func_inline_env),
+      cmocka_unit_test(test_runtime_func_order_across_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

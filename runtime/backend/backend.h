@@ -151,6 +151,16 @@ typedef struct hl_backend_vtable_t {
   hl_status_t (*launch_host_func)(hl_backend_t* backend,
                                   hl_backend_stream_t* stream, hl_host_fn_t fn,
                                   void* user);
+  // Like launch_host_func, for the runtime's own short work (publishing a
+  // completion, a pool allocation or free): |fn| takes only leaf locks and
+  // never waits for the calling thread, so the backend may run it on the
+  // calling thread, before returning, when |stream| has nothing queued or
+  // running (the host backend does: an idle device starts it at once).
+  // Never for user code or long work (kernels, copies). NULL: the runtime
+  // uses launch_host_func.
+  hl_status_t (*launch_runtime_func)(hl_backend_t* backend,
+                                     hl_backend_stream_t* stream,
+                                     hl_host_fn_t fn, void* user);
 
   hl_status_t (*memcpy_async)(hl_backend_t* backend, void* dst, const void* src,
                               size_t size, hl_backend_stream_t* stream);
@@ -302,5 +312,15 @@ hl_status_t hl_hip_backend_create(int ordinal, hl_allocator_t allocator,
 hl_status_t hl_hip_backend_query(hl_backend_info_t* out_info);
 hl_status_t hl_hip_backend_device_properties(int ordinal,
                                              hl_device_properties_t* out);
+
+// launch_runtime_func where the backend has it, launch_host_func otherwise.
+static inline hl_status_t hl_backend_launch_runtime_func(
+    hl_backend_t* backend, hl_backend_stream_t* stream, hl_host_fn_t fn,
+    void* user) {
+  if (backend->vtable->launch_runtime_func) {
+    return backend->vtable->launch_runtime_func(backend, stream, fn, user);
+  }
+  return backend->vtable->launch_host_func(backend, stream, fn, user);
+}
 
 #endif  // HIPLINE_RUNTIME_BACKEND_BACKEND_H_

@@ -834,7 +834,7 @@ static hl_status_t hl_execute_run(void* user) {
 static hl_status_t hl_execute_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   hl_execute_op_t* op = (hl_execute_op_t*)base;
   hl_stream_work_bind(&op->work, ctx);
-  return hl_stream_work_issue(ctx, &op->work.gate, hl_execute_run, op);
+  return hl_stream_work_issue(ctx, &op->work.gate, hl_execute_run, op, false);
 }
 
 static void hl_execute_release(hl_op_t* base, hl_status_t status) {

@@ -208,7 +208,7 @@ static hl_status_t hl_dispatch_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   // A device would get the launch now; the stream may run it later.
   op->config.launch_ns = hl_time_now();
   hl_stream_work_bind(&op->work, ctx);
-  return hl_stream_work_issue(ctx, &op->work.gate, hl_dispatch_run, op);
+  return hl_stream_work_issue(ctx, &op->work.gate, hl_dispatch_run, op, false);
 }
 
 // Dispatch ops are recycled (base/recycler.h).

@@ -99,7 +99,7 @@ static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   // the pool sees allocations and frees in execution order, so a block
   // freed on this stream is reused at once however far the host has run
   // ahead; elsewhere the stream-ordered pool gives that at enqueue time.
-  return hl_stream_work_issue(ctx, &op->gate, hl_alloca_allocate, op);
+  return hl_stream_work_issue(ctx, &op->gate, hl_alloca_allocate, op, true);
 }
 
 // Ops are recycled (base/recycler.h).
@@ -268,7 +268,8 @@ static hl_status_t hl_dealloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   // the stream's point with stream_ordered_host_work: the gate) cancels the
   // dealloca; whether it freed is settled right after, before the signals
   // are published.
-  hl_status_t st = hl_stream_work_issue(ctx, &op->gate, hl_dealloca_free, op);
+  hl_status_t st =
+      hl_stream_work_issue(ctx, &op->gate, hl_dealloca_free, op, true);
   if (!st) st = hl_stream_work_after(ctx, hl_dealloca_settle_fn, op);
   if (st) hl_dealloca_settle(op);
   return st;

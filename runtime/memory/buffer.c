@@ -333,7 +333,7 @@ static void hl_root_destroy(hl_root_t* root) {
   hl_device_t* device = root->device;
   hl_recycler_free(&hl_root_recycler_, root);
   hl_queue_release(queue);
-  hl_device_release(device);
+  hl_device_release_internal(device);
 }
 
 // True when the memory of |root| would need the fallback if its last buffer

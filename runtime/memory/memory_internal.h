@@ -168,7 +168,8 @@ bool hl_root_check_use(hl_root_t* root, const char* what,
 // queue). |gate| is the operation's storage for the gated call; it must
 // live until the submission completes.
 hl_status_t hl_stream_work_issue(hl_issue_ctx_t* ctx, hl_gated_t* gate,
-                                 hl_gated_fn_t fn, void* user);
+                                 hl_gated_fn_t fn, void* user,
+                                 bool runtime_work);
 
 // What an operation's stream work reads when it runs (embed it in the op and
 // fill it with hl_stream_work_bind at issue); |gate| is the storage to pass
@@ -182,7 +183,8 @@ typedef struct hl_stream_work_t {
 } hl_stream_work_t;
 void hl_stream_work_bind(hl_stream_work_t* work, const hl_issue_ctx_t* ctx);
 
-// Runs |fn(user)| after the work issued by hl_stream_work_issue on
+// Runs |fn(user)| (runtime work: short, leaf locks only) after the work
+// issued by hl_stream_work_issue on
 // |ctx->stream| has run or been skipped, and before the submission's signals
 // are published: on the stream with |stream_ordered_host_work|, now
 // otherwise. For decisions that depend on whether the work ran.

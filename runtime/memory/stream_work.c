@@ -6,9 +6,10 @@
 #include "runtime/memory/memory_internal.h"
 
 hl_status_t hl_stream_work_issue(hl_issue_ctx_t* ctx, hl_gated_t* gate,
-                                 hl_gated_fn_t fn, void* user) {
+                                 hl_gated_fn_t fn, void* user,
+                                 bool runtime_work) {
   if (ctx->backend->stream_ordered_host_work) {
-    return hl_issue_enqueue_gated(ctx, gate, fn, user);
+    return hl_issue_enqueue_gated(ctx, gate, fn, user, runtime_work);
   }
   // Host functions here run on a shared driver thread and may not call the
   // backend: the work is enqueued now, behind the submission's waits.
@@ -26,7 +27,7 @@ hl_status_t hl_stream_work_after(hl_issue_ctx_t* ctx, hl_host_fn_t fn,
                                  void* user) {
   hl_backend_t* backend = ctx->backend;
   if (backend->stream_ordered_host_work) {
-    return backend->vtable->launch_host_func(backend, ctx->stream, fn, user);
+    return hl_backend_launch_runtime_func(backend, ctx->stream, fn, user);
   }
   fn(user);
   return NULL;

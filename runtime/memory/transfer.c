@@ -97,7 +97,7 @@ static hl_status_t hl_transfer_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   hl_transfer_op_t* op = (hl_transfer_op_t*)base;
   hl_stream_work_bind(&op->work, ctx);
   if (op->length == 0) return NULL;
-  return hl_stream_work_issue(ctx, &op->work.gate, hl_transfer_run, op);
+  return hl_stream_work_issue(ctx, &op->work.gate, hl_transfer_run, op, false);
 }
 
 // Transfer ops are recycled (base/recycler.h).

@@ -118,7 +118,7 @@ hl_status_t hl_environment_check(void) {
       "HIPLINE_POOL_RELEASE_THRESHOLD", "HIPLINE_CHECKED", "HIPLINE_FAULTS",
       "HIPLINE_TRACE", "HIPLINE_LOG", "HIPLINE_HOST_DEVICES",
       "HIPLINE_ELIDE_FILLS", "HIPLINE_ALLOCATOR", "HIPLINE_HOST_MEMORY",
-      "HIPLINE_QUEUE_DEPTH",
+      "HIPLINE_HOST_INLINE", "HIPLINE_QUEUE_DEPTH",
       // Read by the scripts and tools, not the library.
       "HIPLINE_JOBS", "HIPLINE_SKIP_APT", "HIPLINE_JUNIT_DIR",
       "HIPLINE_FUZZ_SECONDS", "HIPLINE_FUZZ_BUILD_DIR", "HIPLINE_TRACE_CONVERT",
@@ -136,6 +136,7 @@ hl_status_t hl_environment_check(void) {
   HL_RETURN_IF_ERROR_PLAIN(
       hl_env_enum("HIPLINE_ALLOCATOR", kPoolModeNames, 2, &index, &set));
   HL_RETURN_IF_ERROR_PLAIN(hl_env_size("HIPLINE_HOST_MEMORY", &size, &set));
+  HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_HOST_INLINE", &flag, &set));
   HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_ASSUME_NO_ALIAS", &flag, &set));
   HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_ELIDE_FILLS", &flag, &set));
   hl_faults_t faults;
@@ -466,6 +467,11 @@ static bool hl_device_destroy_in_thread(hl_device_t* device) {
   hl_destroy_threads_ = entry;
   mtx_unlock(&hl_destroy_mutex_);
   return true;
+}
+
+void hl_device_release_internal(hl_device_t* device) {
+  if (!device || hl_ref_drop_unless_last(&device->ref_count)) return;
+  hl_device_release(device);
 }
 
 void hl_device_release(hl_device_t* device) {

@@ -36,6 +36,9 @@ typedef struct hl_issue_plan_t {
   bool waits_settled;
   hl_status_t completion_failure;  // launch_host_func of the completion.
   hl_status_t event_failure;       // No device timepoint for the signals.
+  // The completion ran before the issuer returned (runtime work on an idle
+  // host stream): every signal is published, no device timepoint is needed.
+  bool completed_at_issue;
 } hl_issue_plan_t;
 
 struct hl_submission_t {
@@ -375,7 +378,8 @@ static void hl_gated_thunk(void* user) {
 }
 
 hl_status_t hl_issue_enqueue_gated(hl_issue_ctx_t* ctx, hl_gated_t* storage,
-                                   hl_gated_fn_t fn, void* user) {
+                                   hl_gated_fn_t fn, void* user,
+                                   bool runtime_work) {
   storage->submission = ctx->submission;
   storage->fn = fn;
   storage->user = user;
@@ -390,6 +394,10 @@ hl_status_t hl_issue_enqueue_gated(hl_issue_ctx_t* ctx, hl_gated_t* storage,
     }
     ctx->host_step = storage;
     return NULL;
+  }
+  if (runtime_work) {
+    return hl_backend_launch_runtime_func(ctx->backend, ctx->stream,
+                                          hl_gated_thunk, storage);
   }
   return ctx->backend->vtable->launch_host_func(ctx->backend, ctx->stream,
                                                 hl_gated_thunk, storage);
@@ -553,7 +561,7 @@ static bool hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
     if (!atomic_load(&sub->failure) && backend->stream_ordered_host_work &&
         !ctx.waits_settled) {
       st = hl_issue_enqueue_gated(&ctx, &sub->gate, hl_submission_gate_check,
-                                  sub);
+                                  sub, true);
       if (st) hl_submission_fail(sub, st, true);
     }
   }
@@ -574,10 +582,14 @@ static bool hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
     }
   }
   if (!queue->by_events) {
-    st = backend->vtable->launch_host_func(backend, queue->stream,
-                                           hl_submission_complete, sub);
+    st = hl_backend_launch_runtime_func(backend, queue->stream,
+                                        hl_submission_complete, sub);
     if (st) {
       plan->completion_failure = st;
+      return false;
+    }
+    if (atomic_load(&sub->completion_reserved)) {
+      plan->completed_at_issue = true;
       return false;
     }
   }
@@ -590,6 +602,44 @@ static bool hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
         backend->vtable->event_record(backend, plan->event, queue->stream);
   }
   return false;
+}
+
+// Gives |sub|'s signals the device timepoint of its event, so other queues
+// can wait for them on the device (part of step 3).
+static void hl_queue_attach_signals_locked(hl_queue_t* queue,
+                                           hl_submission_t* sub,
+                                           hl_issue_plan_t* plan) {
+  hl_device_t* device = queue->device;
+  hl_shared_event_t* shared = NULL;
+  hl_status_t st = plan->event_failure;
+  if (!st) st = hl_shared_event_create(device, plan->event, &shared);
+  if (st) {
+    // Other queues will wait for these signals on the host side instead
+    // (they park until the values are reached); correctness holds.
+    if (plan->event) hl_device_recycle_event(device, plan->event);
+    HL_LOG_WARN("queue %u: no device timepoint for submission %llu: %s",
+                queue->id, (unsigned long long)sub->value,
+                hl_status_message(st));
+    hl_status_free(st);
+    // The completer synchronizes the stream instead of an event.
+    if (queue->by_events) hl_queue_completer_push(queue, sub);
+  } else {
+    // Its one reference is held while the timepoints are attached.
+    for (size_t i = 0; i <= sub->signal_count; ++i) {
+      hl_semaphore_t* s =
+          i < sub->signal_count ? sub->signals[i].semaphore : queue->timeline;
+      uint64_t v = i < sub->signal_count ? sub->signals[i].value : sub->value;
+      if (hl_semaphore_value(s) >= v || hl_semaphore_failure(s)) continue;
+      // On failure the value is simply reached later on the host side.
+      hl_status_ignore(hl_semaphore_add_timepoint_locked(s, v, shared));
+    }
+    if (queue->by_events) {
+      ++shared->refs;  // The completer's, until it has waited on the event.
+      sub->completer_event = shared;
+      hl_queue_completer_push(queue, sub);
+    }
+    hl_shared_event_drop_locked(shared);
+  }
 }
 
 // Step 3. Scheduler lock held. Drops the issuer's reference to |sub|.
@@ -619,35 +669,11 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
     hl_device_unreserve_work(device);
     return;
   }
-  hl_shared_event_t* shared = NULL;
-  st = plan->event_failure;
-  if (!st) st = hl_shared_event_create(device, plan->event, &shared);
-  if (st) {
-    // Other queues will wait for these signals on the host side instead
-    // (they park until the values are reached); correctness holds.
+  if (plan->completed_at_issue) {
+    // Published already: the signals need no device timepoint.
     if (plan->event) hl_device_recycle_event(device, plan->event);
-    HL_LOG_WARN("queue %u: no device timepoint for submission %llu: %s",
-                queue->id, (unsigned long long)sub->value,
-                hl_status_message(st));
-    hl_status_free(st);
-    // The completer synchronizes the stream instead of an event.
-    if (queue->by_events) hl_queue_completer_push(queue, sub);
   } else {
-    // Its one reference is held while the timepoints are attached.
-    for (size_t i = 0; i <= sub->signal_count; ++i) {
-      hl_semaphore_t* s =
-          i < sub->signal_count ? sub->signals[i].semaphore : queue->timeline;
-      uint64_t v = i < sub->signal_count ? sub->signals[i].value : sub->value;
-      if (hl_semaphore_value(s) >= v || hl_semaphore_failure(s)) continue;
-      // On failure the value is simply reached later on the host side.
-      hl_status_ignore(hl_semaphore_add_timepoint_locked(s, v, shared));
-    }
-    if (queue->by_events) {
-      ++shared->refs;  // The completer's, until it has waited on the event.
-      sub->completer_event = shared;
-      hl_queue_completer_push(queue, sub);
-    }
-    hl_shared_event_drop_locked(shared);
+    hl_queue_attach_signals_locked(queue, sub, plan);
   }
   for (size_t i = 0; i < sub->signal_count; ++i) {
     hl_frontier_raise(queue, sub->signals[i].semaphore->id,
@@ -1314,7 +1340,7 @@ static hl_status_t hl_host_call_gated(void* user) {
 
 static hl_status_t hl_host_call_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   hl_host_call_op_t* op = (hl_host_call_op_t*)base;
-  return hl_issue_enqueue_gated(ctx, &op->gate, hl_host_call_gated, op);
+  return hl_issue_enqueue_gated(ctx, &op->gate, hl_host_call_gated, op, false);
 }
 
 static hl_recycler_t hl_host_call_recycler_ =

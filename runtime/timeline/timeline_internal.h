@@ -169,6 +169,11 @@ void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work);
 // for work whose effects become visible before it can be queued; queue it
 // later with hl_device_enqueue_cleanup.
 void hl_device_reserve_work(hl_device_t* device);
+// Drops a reference held by a runtime object (a buffer's root, say).
+// hl_device_release waits for the device's deferred work first, so that a
+// user's last release destroys the device on the spot; a runtime object's
+// release only needs that when it is the last reference.
+void hl_device_release_internal(hl_device_t* device);
 // Queues a clean-up (destroying a finished submission; |reserved|: counted
 // by hl_device_reserve_work already). It does not wake the work thread at
 // once: clean-ups run in batches, within a millisecond, or at once when
@@ -384,7 +389,9 @@ struct hl_op_t {
 // events it is a host step run by the queue's completer (see
 // hl_issue_ctx_t.host_step); otherwise a host function on the stream.
 // |storage| is owned by the caller until the submission completes (embed it
-// in the op).
+// in the op). |runtime_work|: |fn| is the runtime's own short work (see
+// hl_backend_vtable_t.launch_runtime_func), which an idle host stream may
+// run on the issuing thread; false for user code, kernels and copies.
 typedef hl_status_t (*hl_gated_fn_t)(void* user);
 struct hl_gated_t {
   hl_submission_t* submission;
@@ -392,7 +399,8 @@ struct hl_gated_t {
   void* user;
 };
 hl_status_t hl_issue_enqueue_gated(hl_issue_ctx_t* ctx, hl_gated_t* storage,
-                                   hl_gated_fn_t fn, void* user);
+                                   hl_gated_fn_t fn, void* user,
+                                   bool runtime_work);
 
 // Fails |submission| with |status| (consumed; first failure wins). Safe from
 // host functions. When |fail_queue| is set the queue fails too (sticky).

@@ -166,6 +166,13 @@ static hl_status_t hl_host_launch_host_func(hl_backend_t* backend,
   return hl_host_stream_enqueue_fn(stream, fn, user, NULL);
 }
 
+static hl_status_t hl_host_launch_runtime_func(hl_backend_t* backend,
+                                               hl_backend_stream_t* stream,
+                                               hl_host_fn_t fn, void* user) {
+  if (fn && hl_host_stream_run_inline(stream, fn, user)) return NULL;
+  return hl_host_launch_host_func(backend, stream, fn, user);
+}
+
 static hl_status_t hl_host_memcpy_async(hl_backend_t* backend, void* dst,
                                         const void* src, size_t size,
                                         hl_backend_stream_t* stream) {
@@ -380,6 +387,7 @@ static const hl_backend_vtable_t hl_host_vtable = {
     .event_elapsed_ms = hl_host_event_elapsed_ms,
     .stream_wait_event = hl_host_stream_wait_event,
     .launch_host_func = hl_host_launch_host_func,
+    .launch_runtime_func = hl_host_launch_runtime_func,
     .memcpy_async = hl_host_memcpy_async,
     .memset32_async = hl_host_memset32_async,
     .malloc_async = hl_host_malloc_async,
@@ -413,6 +421,16 @@ hl_status_t hl_host_backend_create(int ordinal, hl_allocator_t allocator,
   device->ordinal = ordinal;
   device->memory_bytes = props.memory_bytes;
   atomic_init(&device->next_stream_id, 0);
+  // HIPLINE_HOST_INLINE=0 keeps all stream work on the workers (to compare,
+  // or to rule the inline path out while chasing a bug).
+  bool inline_work = true, inline_set = false;
+  hl_status_t env_st =
+      hl_env_bool("HIPLINE_HOST_INLINE", &inline_work, &inline_set);
+  if (env_st) {
+    hl_allocator_free(allocator, device);
+    return env_st;
+  }
+  device->inline_work = inline_work;
   hl_status_t st = hl_host_pool_initialize(device);
   if (st) {
     hl_allocator_free(allocator, device);

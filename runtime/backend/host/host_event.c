@@ -54,19 +54,29 @@ static void hl_host_event_mark(hl_backend_event_t* event, uint64_t generation) {
 hl_status_t hl_host_event_record(hl_backend_t* backend,
                                  hl_backend_event_t* event,
                                  hl_backend_stream_t* stream) {
-  hl_host_item_t* item = NULL;
-  HL_RETURN_IF_ERROR(hl_host_item_alloc(((hl_host_backend_t*)backend),
-                                        HL_HOST_ITEM_RECORD, &item),
-                     "recording an event");
-  atomic_fetch_add(&event->ref_count, 1);
-  item->record.event = event;
-  item->record.mark = hl_host_event_mark;
-  // Hold the event mutex across the push so a concurrent query sees either
-  // the old record or the new one, never a half-updated pair.
+  // The event mutex is held across the push so a concurrent query sees
+  // either the old record or the new one, never a half-updated pair.
   hl_mutex_lock(&event->mutex);
-  item->record.generation = ++event->generation;
   uint64_t seq = 0;
-  hl_host_stream_push_item(stream, item, &seq);
+  if (hl_host_stream_lock_idle(stream, &seq)) {
+    // On an idle stream the record completes at once: no item.
+    ++event->generation;
+    event->time_ns = hl_time_now();
+    hl_host_stream_unlock_idle(stream);
+  } else {
+    hl_host_item_t* item = NULL;
+    hl_status_t st = hl_host_item_alloc(((hl_host_backend_t*)backend),
+                                        HL_HOST_ITEM_RECORD, &item);
+    if (st) {
+      mtx_unlock(&event->mutex);
+      return hl_status_annotate(st, "recording an event");
+    }
+    atomic_fetch_add(&event->ref_count, 1);
+    item->record.event = event;
+    item->record.mark = hl_host_event_mark;
+    item->record.generation = ++event->generation;
+    hl_host_stream_push_item(stream, item, &seq);
+  }
   hl_backend_stream_t* old = event->stream;
   hl_host_stream_retain(stream);
   event->stream = stream;

@@ -46,6 +46,10 @@ struct hl_backend_stream_t {
   thrd_t thread;
   uint64_t rng;           // Fault-injection delays.
   uint64_t delay_max_us;  // HIPLINE_FAULTS stream_delay_us, at creation.
+  // Runtime work may run on the caller when the stream is idle
+  // (hl_host_stream_run_inline; HIPLINE_HOST_INLINE, at creation).
+  bool inline_work;
+  uint64_t inline_rng;  // With delays, a coin per call (|push_mutex|).
   // Highest sequence of each other stream that this stream has waited on
   // (an event dependency), indexed by stream id. Guarded by the pool mutex.
   uint64_t* deps;
@@ -75,6 +79,8 @@ typedef struct hl_host_backend_t {
   atomic_int_least64_t live_streams;
   atomic_int_least64_t live_events;
   atomic_int_least64_t live_modules;
+  bool
+      inline_work;  // HIPLINE_HOST_INLINE: streams may run runtime work inline.
   hl_host_pool_t pool;
 } hl_host_backend_t;
 
@@ -100,6 +106,21 @@ uint64_t hl_host_stream_completed(hl_backend_stream_t* stream);
 // True when called from |stream|'s own worker thread (inside a host
 // function running on it).
 bool hl_host_stream_is_current(hl_backend_stream_t* stream);
+// Runs |fn(user)| on the calling thread, as the stream's next item, when the
+// stream has nothing queued or running: an idle device would start it at
+// once. Returns false (nothing run) otherwise; the caller then enqueues it.
+// Only for the runtime's own short work, which takes leaf locks and never
+// waits for the caller (see hl_backend_vtable_t.launch_runtime_func). While
+// |fn| runs, hl_host_stream_is_current(stream) is true on this thread, and
+// items pushed meanwhile run after it.
+bool hl_host_stream_run_inline(hl_backend_stream_t* stream, hl_host_fn_t fn,
+                               void* user);
+// When |stream| has nothing queued or running, returns true and the
+// sequence of its last item in |*out_seq|, with |push_mutex| held so that
+// nothing is pushed until hl_host_stream_unlock_idle: an event recorded now
+// is complete at once.
+bool hl_host_stream_lock_idle(hl_backend_stream_t* stream, uint64_t* out_seq);
+void hl_host_stream_unlock_idle(hl_backend_stream_t* stream);
 // Blocks until |stream| completes |seq|.
 void hl_host_stream_wait_seq(hl_backend_stream_t* stream, uint64_t seq);
 

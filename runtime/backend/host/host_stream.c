@@ -16,6 +16,10 @@ static uint64_t hl_host_rng_next(uint64_t* state) {
   return z ^ (z >> 31);
 }
 
+// The stream whose item this thread runs inline (hl_host_stream_run_inline);
+// NULL elsewhere.
+static _Thread_local hl_backend_stream_t* hl_host_inline_stream_;
+
 void hl_host_stream_retain(hl_backend_stream_t* stream) {
   atomic_fetch_add_explicit(&stream->ref_count, 1, memory_order_relaxed);
 }
@@ -124,6 +128,14 @@ static void hl_host_stream_complete(hl_backend_stream_t* stream, uint64_t seq) {
   }
 }
 
+static void hl_host_stream_delay(hl_backend_stream_t* stream, uint64_t* rng) {
+  uint64_t us = hl_host_rng_next(rng) % (stream->delay_max_us + 1);
+  if (us) {
+    hl_faults_count_delay();
+    hl_sleep_ns((hl_duration_t)us * 1000);
+  }
+}
+
 static int hl_host_stream_main(void* arg) {
   hl_backend_stream_t* stream = (hl_backend_stream_t*)arg;
   // Kernels that model device time (spin) sleep on this thread.
@@ -133,14 +145,17 @@ static int hl_host_stream_main(void* arg) {
     hl_host_item_t* item = hl_host_stream_take_all(stream);
     while (item) {
       hl_host_item_t* next = item->next;
+      // The item before may be running inline on its caller
+      // (hl_host_stream_run_inline): stream order waits for it.
+      if (HL_UNLIKELY(atomic_load_explicit(&stream->completed_seq,
+                                           memory_order_acquire) +
+                          1 <
+                      item->seq)) {
+        hl_host_stream_wait_seq(stream, item->seq - 1);
+      }
       if (HL_UNLIKELY(stream->delay_max_us) &&
           item->kind != HL_HOST_ITEM_STOP) {
-        uint64_t us =
-            hl_host_rng_next(&stream->rng) % (stream->delay_max_us + 1);
-        if (us) {
-          hl_faults_count_delay();
-          hl_sleep_ns((hl_duration_t)us * 1000);
-        }
+        hl_host_stream_delay(stream, &stream->rng);
       }
       hl_host_item_execute(stream, item);
       bool stop = item->kind == HL_HOST_ITEM_STOP;
@@ -165,6 +180,8 @@ hl_status_t hl_host_stream_create(hl_host_backend_t* device,
   hl_faults_t faults = hl_faults_snapshot();
   stream->rng = faults.seed * 0x9e3779b97f4a7c15ull + stream->id;
   stream->delay_max_us = faults.stream_delay_us;
+  stream->inline_work = device->inline_work;
+  stream->inline_rng = ~stream->rng;
   if (mtx_init(&stream->mutex, mtx_plain) != thrd_success ||
       mtx_init(&stream->push_mutex, mtx_plain) != thrd_success ||
       cnd_init(&stream->work_cond) != thrd_success ||
@@ -292,5 +309,68 @@ void hl_host_stream_wait_seq(hl_backend_stream_t* stream, uint64_t seq) {
 }
 
 bool hl_host_stream_is_current(hl_backend_stream_t* stream) {
-  return thrd_equal(thrd_current(), stream->thread) != 0;
+  return hl_host_inline_stream_ == stream ||
+         thrd_equal(thrd_current(), stream->thread) != 0;
+}
+
+// Whether nothing is queued or running on |stream|. |push_mutex| held (no
+// push can race the check; the worker only ever raises completed_seq to
+// submitted_seq).
+static bool hl_host_stream_idle_locked(hl_backend_stream_t* stream) {
+  return atomic_load_explicit(&stream->completed_seq, memory_order_acquire) ==
+         atomic_load_explicit(&stream->submitted_seq, memory_order_relaxed);
+}
+
+bool hl_host_stream_lock_idle(hl_backend_stream_t* stream, uint64_t* out_seq) {
+  if (!stream->inline_work || stream->delay_max_us) return false;
+  hl_mutex_lock(&stream->push_mutex);
+  if (!hl_host_stream_idle_locked(stream)) {
+    mtx_unlock(&stream->push_mutex);
+    return false;
+  }
+  *out_seq = atomic_load_explicit(&stream->submitted_seq, memory_order_relaxed);
+  return true;
+}
+
+void hl_host_stream_unlock_idle(hl_backend_stream_t* stream) {
+  mtx_unlock(&stream->push_mutex);
+}
+
+bool hl_host_stream_run_inline(hl_backend_stream_t* stream, hl_host_fn_t fn,
+                               void* user) {
+  if (!stream->inline_work) return false;
+  // Cheap refusal without the lock: a busy stream stays busy until its
+  // worker catches up, and the caller's push takes the lock anyway.
+  if (atomic_load_explicit(&stream->completed_seq, memory_order_relaxed) !=
+      atomic_load_explicit(&stream->submitted_seq, memory_order_relaxed)) {
+    return false;
+  }
+  hl_mutex_lock(&stream->push_mutex);
+  bool idle = hl_host_stream_idle_locked(stream);
+  // With fault-injection delays, a coin decides, so that stress runs cover
+  // both ways of running the runtime's work.
+  if (idle && stream->delay_max_us) {
+    idle = hl_host_rng_next(&stream->inline_rng) & 1;
+  }
+  uint64_t seq = 0;
+  if (idle) {
+    // Claim the next sequence: items pushed from now on run after it.
+    seq =
+        atomic_load_explicit(&stream->submitted_seq, memory_order_relaxed) + 1;
+    atomic_store_explicit(&stream->submitted_seq, seq, memory_order_release);
+  }
+  uint64_t delay_rng = 0;
+  if (idle && stream->delay_max_us) {
+    delay_rng = hl_host_rng_next(&stream->inline_rng);
+  }
+  mtx_unlock(&stream->push_mutex);
+  if (!idle) return false;
+  if (HL_UNLIKELY(stream->delay_max_us))
+    hl_host_stream_delay(stream, &delay_rng);
+  hl_backend_stream_t* outer = hl_host_inline_stream_;
+  hl_host_inline_stream_ = stream;
+  fn(user);
+  hl_host_inline_stream_ = outer;
+  hl_host_stream_complete(stream, seq);
+  return true;
 }
