@@ -311,6 +311,60 @@ static void test_bad_input(void** state) {
   hl_device_release(d);
 }
 
+// Releasing a buffer never waits for the device's deferred work: a fence
+// callback still running on the completion thread (here, until it sees the
+// release or two seconds pass) must not hold up the release of a buffer's
+// last reference. It used to: the root's device reference went through
+// hl_device_release, which flushes the device's work first.
+typedef struct release_probe_t {
+  atomic_int entered;
+  atomic_int released;
+  atomic_int saw_release;
+  atomic_int done;
+} release_probe_t;
+
+static void release_probe_fn(void* user, hl_status_t status) {
+  (void)status;
+  release_probe_t* p = (release_probe_t*)user;
+  atomic_store(&p->entered, 1);
+  int64_t deadline = hl_time_now() + 2000 * 1000 * 1000ll;
+  while (!atomic_load(&p->released) && hl_time_now() < deadline) {
+    struct timespec nap = {0, 1000 * 1000};
+    thrd_sleep(&nap, NULL);
+  }
+  atomic_store(&p->saw_release, atomic_load(&p->released));
+  atomic_store(&p->done, 1);
+}
+
+static void test_buffer_release_skips_deferred_work(void** state) {
+  (void)state;
+  hl_device_t* d = mem_device_create(NULL);
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_semaphore_t* s = hl_test_semaphore_create();
+  hl_buffer_t* b = mem_alloca(q, NULL, 0, s, 1, 4 * KIB);
+  mem_dealloca(q, NULL, 0, s, 2, b);
+  mem_wait(s, 2);
+
+  static release_probe_t probe;
+  memset(&probe, 0, sizeof(probe));
+  HL_ASSERT_OK(hl_fence_call_when_reached(NULL, d, release_probe_fn, &probe));
+  while (!atomic_load(&probe.entered)) {
+    struct timespec nap = {0, 100 * 1000};
+    thrd_sleep(&nap, NULL);
+  }
+  hl_buffer_release(b);  // The root's last reference.
+  atomic_store(&probe.released, 1);
+  while (!atomic_load(&probe.done)) {
+    struct timespec nap = {0, 100 * 1000};
+    thrd_sleep(&nap, NULL);
+  }
+  assert_int_equal(atomic_load(&probe.saw_release), 1);
+
+  hl_semaphore_release(s);
+  hl_queue_release(q);
+  hl_device_release(d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloca_handle_then_usable),
@@ -319,6 +373,7 @@ int main(void) {
       cmocka_unit_test(test_full_cycle_two_queues),
       cmocka_unit_test(test_chain_flat_memory),
       cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_buffer_release_skips_deferred_work),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
