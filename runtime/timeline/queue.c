@@ -93,8 +93,10 @@ struct hl_queue_t {
   hl_semaphore_t* done;
   // Set with |failure|; read by gated work on the stream without the lock.
   atomic_bool failed;
+  // Written under the scheduler lock; read without it by
+  // hl_queue_submitted_value (a dealloca's check of its own timeline).
+  _Atomic uint64_t next_value;
   // Scheduler lock for everything below.
-  uint64_t next_value;
   hl_submission_t* pending_head;
   hl_submission_t* pending_tail;
   // Backpressure: issued and not completed, and not yet issued.
@@ -1123,10 +1125,7 @@ hl_backend_stream_t* hl_queue_stream(const hl_queue_t* queue) {
 }
 
 uint64_t hl_queue_submitted_value(hl_queue_t* queue) {
-  hl_timeline_lock();
-  uint64_t v = queue->next_value;
-  hl_timeline_unlock();
-  return v;
+  return atomic_load_explicit(&queue->next_value, memory_order_acquire);
 }
 
 // Whether a new submission must wait for room: the queue can make progress
@@ -1267,7 +1266,9 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
     HL_TRACE_ZONE_END(zone);
     return hl_status_annotate(failure, "queue %u has failed", queue->id);
   }
-  sub->value = ++queue->next_value;
+  sub->value =
+      atomic_load_explicit(&queue->next_value, memory_order_relaxed) + 1;
+  atomic_store_explicit(&queue->next_value, sub->value, memory_order_release);
   ++queue->stats.submissions;
   ++queue->pending_count;
   if (queue->pending_tail) {
@@ -1421,7 +1422,8 @@ void hl_queue_drain(hl_queue_t* queue) {
     // parks is only known once the issuer reaches it, so look again every
     // millisecond.
     hl_timeline_lock();
-    uint64_t target = queue->next_value;
+    uint64_t target =
+        atomic_load_explicit(&queue->next_value, memory_order_relaxed);
     hl_timeline_unlock();
     for (;;) {
       hl_timeline_lock();
@@ -1455,7 +1457,8 @@ void hl_queue_stats(hl_queue_t* queue, hl_queue_stats_t* out_stats) {
   if (!queue || !out_stats) return;
   hl_timeline_lock();
   *out_stats = queue->stats;
-  out_stats->submitted_value = queue->next_value;
+  out_stats->submitted_value =
+      atomic_load_explicit(&queue->next_value, memory_order_relaxed);
   hl_timeline_unlock();
 }
 

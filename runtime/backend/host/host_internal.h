@@ -118,7 +118,8 @@ bool hl_host_stream_run_inline(hl_backend_stream_t* stream, hl_host_fn_t fn,
 // When |stream| has nothing queued or running, returns true and the
 // sequence of its last item in |*out_seq|, with |push_mutex| held so that
 // nothing is pushed until hl_host_stream_unlock_idle: an event recorded now
-// is complete at once.
+// is complete at once. (Runtime work may still start inline meanwhile: it
+// is not ordered before the record, so the record may precede it.)
 bool hl_host_stream_lock_idle(hl_backend_stream_t* stream, uint64_t* out_seq);
 void hl_host_stream_unlock_idle(hl_backend_stream_t* stream);
 // Blocks until |stream| completes |seq|.

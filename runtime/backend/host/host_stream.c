@@ -213,12 +213,14 @@ hl_status_t hl_host_stream_create(hl_host_backend_t* device,
 static uint64_t hl_host_stream_push(hl_backend_stream_t* stream,
                                     hl_host_item_t* item) {
   hl_mutex_lock(&stream->push_mutex);
-  uint64_t seq =
-      atomic_load_explicit(&stream->submitted_seq, memory_order_relaxed) + 1;
-  item->seq = seq;
   // Counted before the worker can see it, so completed_seq never passes
-  // submitted_seq (an idle check reads submitted == completed).
-  atomic_store_explicit(&stream->submitted_seq, seq, memory_order_release);
+  // submitted_seq (an idle check reads submitted == completed). An
+  // increment, not a store: hl_host_stream_run_inline claims sequences
+  // without the mutex.
+  uint64_t seq = atomic_fetch_add_explicit(&stream->submitted_seq, 1,
+                                           memory_order_acq_rel) +
+                 1;
+  item->seq = seq;
   hl_host_item_t* top =
       atomic_load_explicit(&stream->pushed, memory_order_relaxed);
   do {
@@ -314,8 +316,8 @@ bool hl_host_stream_is_current(hl_backend_stream_t* stream) {
 }
 
 // Whether nothing is queued or running on |stream|. |push_mutex| held (no
-// push can race the check; the worker only ever raises completed_seq to
-// submitted_seq).
+// push can race the check; an inline claim can, and then the two loads
+// differ: completed_seq only grows and never passes submitted_seq).
 static bool hl_host_stream_idle_locked(hl_backend_stream_t* stream) {
   return atomic_load_explicit(&stream->completed_seq, memory_order_acquire) ==
          atomic_load_explicit(&stream->submitted_seq, memory_order_relaxed);
@@ -339,38 +341,32 @@ void hl_host_stream_unlock_idle(hl_backend_stream_t* stream) {
 bool hl_host_stream_run_inline(hl_backend_stream_t* stream, hl_host_fn_t fn,
                                void* user) {
   if (!stream->inline_work) return false;
-  // Cheap refusal without the lock: a busy stream stays busy until its
-  // worker catches up, and the caller's push takes the lock anyway.
-  if (atomic_load_explicit(&stream->completed_seq, memory_order_relaxed) !=
-      atomic_load_explicit(&stream->submitted_seq, memory_order_relaxed)) {
+  uint64_t idle =
+      atomic_load_explicit(&stream->completed_seq, memory_order_acquire);
+  if (HL_UNLIKELY(stream->delay_max_us)) {
+    // With fault-injection delays, a coin decides, so that stress runs
+    // cover both ways of running the runtime's work.
+    hl_mutex_lock(&stream->push_mutex);
+    bool heads = hl_host_rng_next(&stream->inline_rng) & 1;
+    uint64_t delay_rng = hl_host_rng_next(&stream->inline_rng);
+    mtx_unlock(&stream->push_mutex);
+    if (!heads) return false;
+    hl_host_stream_delay(stream, &delay_rng);
+    idle = atomic_load_explicit(&stream->completed_seq, memory_order_acquire);
+  }
+  // Claim the next sequence if nothing is queued or running (submitted ==
+  // completed): pushers take theirs with an increment, so exactly one of a
+  // racing push and this claim gets idle + 1, and items pushed after the
+  // claim run after this work (the worker waits for it).
+  if (!atomic_compare_exchange_strong_explicit(&stream->submitted_seq, &idle,
+                                               idle + 1, memory_order_acq_rel,
+                                               memory_order_relaxed)) {
     return false;
   }
-  hl_mutex_lock(&stream->push_mutex);
-  bool idle = hl_host_stream_idle_locked(stream);
-  // With fault-injection delays, a coin decides, so that stress runs cover
-  // both ways of running the runtime's work.
-  if (idle && stream->delay_max_us) {
-    idle = hl_host_rng_next(&stream->inline_rng) & 1;
-  }
-  uint64_t seq = 0;
-  if (idle) {
-    // Claim the next sequence: items pushed from now on run after it.
-    seq =
-        atomic_load_explicit(&stream->submitted_seq, memory_order_relaxed) + 1;
-    atomic_store_explicit(&stream->submitted_seq, seq, memory_order_release);
-  }
-  uint64_t delay_rng = 0;
-  if (idle && stream->delay_max_us) {
-    delay_rng = hl_host_rng_next(&stream->inline_rng);
-  }
-  mtx_unlock(&stream->push_mutex);
-  if (!idle) return false;
-  if (HL_UNLIKELY(stream->delay_max_us))
-    hl_host_stream_delay(stream, &delay_rng);
   hl_backend_stream_t* outer = hl_host_inline_stream_;
   hl_host_inline_stream_ = stream;
   fn(user);
   hl_host_inline_stream_ = outer;
-  hl_host_stream_complete(stream, seq);
+  hl_host_stream_complete(stream, idle + 1);
   return true;
 }
