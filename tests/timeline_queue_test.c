@@ -920,6 +920,52 @@ static void test_dealloca_on_origin_queue(void** state) {
   hl_device_release(device);
 }
 
+// On the host backend an idle queue's runtime-only submissions (barriers
+// here) complete inside hl_queue_submit: an idle device starts their work at
+// once, and the issuer publishes their signals before it returns (the
+// completion defers its publication to the issuer, under one lock). A
+// submission waiting on a reached value does too; one waiting on a value not
+// yet reached parks, and completes when the value comes.
+static void test_idle_host_queue_completes_at_submit(void** state) {
+  (void)state;
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_device_properties_t props;
+  HL_ASSERT_OK(hl_device_properties(device, &props));
+  const char* inline_env = getenv("HIPLINE_HOST_INLINE");
+  if (props.backend != HL_BACKEND_HOST ||
+      hl_faults_snapshot().stream_delay_us ||
+      (inline_env && !strcmp(inline_env, "0"))) {
+    hl_device_release(device);
+    print_message("skipped: needs the host backend's inline path\n");
+    skip();
+  }
+  hl_queue_t* q = queue_create(device);
+  hl_semaphore_t* s = sem_create(0);
+  hl_semaphore_t* gate = sem_create(0);
+  uint64_t value = 0;
+  for (uint64_t i = 1; i <= 100; ++i) {
+    barrier(q, i > 1 ? FENCE1(s, i - 1) : NULL, FENCE1(s, i));
+    HL_ASSERT_OK(hl_semaphore_query(s, &value));
+    assert_int_equal(value, i);
+  }
+  barrier(q, FENCE1(gate, 1), FENCE1(s, 101));
+  HL_ASSERT_OK(hl_semaphore_query(s, &value));
+  assert_int_equal(value, 100);
+  HL_ASSERT_OK(hl_semaphore_signal(gate, 1));
+  HL_ASSERT_OK(hl_semaphore_wait(s, 101, LONG_DEADLINE()));
+  HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
+  hl_queue_stats_t stats;
+  hl_queue_stats(q, &stats);
+  assert_int_equal(stats.submissions, 101);
+  assert_int_equal(stats.failed, 0);
+  expect_device_events_pooled(device, 1);
+  hl_semaphore_release(gate);
+  hl_semaphore_release(s);
+  hl_queue_release(q);
+  hl_device_release(device);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wait_before_signal),
@@ -937,6 +983,7 @@ int main(void) {
       cmocka_unit_test(test_depth_ignores_parked),
       cmocka_unit_test(test_depth_env_strict),
       cmocka_unit_test(test_dealloca_on_origin_queue),
+      cmocka_unit_test(test_idle_host_queue_completes_at_submit),
       cmocka_unit_test(test_host_function_may_call_hipline),
       cmocka_unit_test(test_host_calls_of_queues_are_independent),
       cmocka_unit_test(test_no_host_callback_per_submission),

@@ -36,8 +36,8 @@ typedef struct hl_issue_plan_t {
   bool waits_settled;
   hl_status_t completion_failure;  // launch_host_func of the completion.
   hl_status_t event_failure;       // No device timepoint for the signals.
-  // The completion ran before the issuer returned (runtime work on an idle
-  // host stream): every signal is published, no device timepoint is needed.
+  // The completion ran inside its launch (runtime work on an idle host
+  // stream) and left publishing to step 3: no device timepoint is needed.
   bool completed_at_issue;
 } hl_issue_plan_t;
 
@@ -293,19 +293,13 @@ static void hl_queue_fail_locked(hl_queue_t* queue, hl_status_t status) {
 // which passes the reference it held on the submission's event in |held|
 // (dropped under the same lock, so that once the queue's done value is
 // visible the event is back in the pool).
-static void hl_submission_complete_dropping(hl_submission_t* sub,
-                                            hl_shared_event_t* held) {
+static void hl_submission_publish_outcome_locked(hl_submission_t* sub,
+                                                 hl_shared_event_t* held) {
   hl_queue_t* queue = sub->queue;
-  // The clean-up (which drops the submission's queue reference, and maybe
-  // the device's) counts as pending before any signal is visible: a thread
-  // that saw a signal and then releases its handles flushes it, so the last
-  // release happens there and not on the completion thread later.
-  hl_device_reserve_work(queue->device);
   if (!atomic_load(&sub->failure)) {
     hl_status_t late = hl_submission_gate_check(sub);
     if (late) hl_submission_fail(sub, late, false);
   }
-  hl_timeline_lock();
   hl_status_t failure = atomic_load(&sub->failure);
   for (size_t i = 0; i < sub->signal_count; ++i) {
     if (failure) {
@@ -325,6 +319,23 @@ static void hl_submission_complete_dropping(hl_submission_t* sub,
   if (held) hl_shared_event_drop_locked(held);
   hl_semaphore_signal_locked(queue->done, sub->value);
   hl_queue_note_completion_locked(queue);
+}
+
+// The issuer whose completion launch is running right now on this thread
+// (runtime work on an idle stream): that completion leaves its publication
+// to the issuer's step 3, under the lock the issuer takes anyway.
+static _Thread_local hl_submission_t* hl_issuing_completion_;
+
+static void hl_submission_complete_dropping(hl_submission_t* sub,
+                                            hl_shared_event_t* held) {
+  hl_queue_t* queue = sub->queue;
+  // The clean-up (which drops the submission's queue reference, and maybe
+  // the device's) counts as pending before any signal is visible: a thread
+  // that saw a signal and then releases its handles flushes it, so the last
+  // release happens there and not on the completion thread later.
+  hl_device_reserve_work(queue->device);
+  hl_timeline_lock();
+  hl_submission_publish_outcome_locked(sub, held);
   hl_timeline_unlock();
   atomic_store(&sub->completion_reserved, true);
   if (atomic_fetch_sub(&sub->refs, 1) == 1) {
@@ -338,7 +349,15 @@ static void hl_submission_complete_dropping(hl_submission_t* sub,
 }
 
 static void hl_submission_complete(void* user) {
-  hl_submission_complete_dropping((hl_submission_t*)user, NULL);
+  hl_submission_t* sub = (hl_submission_t*)user;
+  if (hl_issuing_completion_ == sub) {
+    // Run by the launch itself: the submission's work is done, and no other
+    // work can be enqueued on the stream before the issuer publishes.
+    hl_issuing_completion_ = NULL;
+    sub->plan.completed_at_issue = true;
+    return;
+  }
+  hl_submission_complete_dropping(sub, NULL);
 }
 
 // Drops the issuer's reference (or the completion's, when no completion
@@ -584,16 +603,15 @@ static bool hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
     }
   }
   if (!queue->by_events) {
+    hl_issuing_completion_ = sub;
     st = hl_backend_launch_runtime_func(backend, queue->stream,
                                         hl_submission_complete, sub);
+    hl_issuing_completion_ = NULL;
     if (st) {
       plan->completion_failure = st;
       return false;
     }
-    if (atomic_load(&sub->completion_reserved)) {
-      plan->completed_at_issue = true;
-      return false;
-    }
+    if (plan->completed_at_issue) return false;
   }
   if (!plan->event) {
     plan->event_failure = backend->vtable->event_create(backend, &plan->event);
@@ -672,8 +690,10 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
     return;
   }
   if (plan->completed_at_issue) {
-    // Published already: the signals need no device timepoint.
+    // The completion's part: the signals need no device timepoint.
     if (plan->event) hl_device_recycle_event(device, plan->event);
+    hl_submission_publish_outcome_locked(sub, NULL);
+    atomic_fetch_sub(&sub->refs, 1);  // The completion's (never the last).
   } else {
     hl_queue_attach_signals_locked(queue, sub, plan);
   }
