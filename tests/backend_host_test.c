@@ -1018,6 +1018,68 @@ static void test_runtime_func_order_across_threads(void** state) {
   backend_destroy_checked(&t);
 }
 
+// Runtime work running inline never blocks on another stream: a pool
+// allocation whose only reusable block waits for another stream's free
+// (internal dependencies) would have the caller wait for that stream, and
+// the caller may be what that stream waits for (here the thread that opens
+// its gate; elsewhere its own worker). Inline, the pool takes a fresh block.
+typedef struct inline_alloc_t {
+  test_backend_t* t;
+  hl_backend_stream_t* stream;
+  void* ptr;
+  atomic_int done;
+} inline_alloc_t;
+
+static void inline_alloc_fn(void* user) {
+  inline_alloc_t* a = (inline_alloc_t*)user;
+  HL_ASSERT_OK(a->t->v->malloc_async(a->t->b, 4096, a->stream, &a->ptr));
+}
+
+static int inline_alloc_main(void* arg) {
+  inline_alloc_t* a = (inline_alloc_t*)arg;
+  HL_ASSERT_OK(
+      a->t->v->launch_runtime_func(a->t->b, a->stream, inline_alloc_fn, a));
+  atomic_store(&a->done, 1);
+  return 0;
+}
+
+static void test_runtime_func_never_waits_on_other_streams(void** state) {
+  test_backend_t t = backend_create();
+  set_reuse_flags(&t, HL_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES);
+  hl_backend_stream_t* a = stream_create(&t);
+  hl_backend_stream_t* b = stream_create(&t);
+  gate_t gate;
+  gate_init(&gate);
+  HL_ASSERT_OK(t.v->launch_host_func(t.b, a, gate_fn, &gate));
+  void* p = malloc_on(&t, 4096, a);
+  HL_ASSERT_OK(t.v->free_async(t.b, p, a));  // Done once the gate opens.
+  inline_alloc_t alloc;
+  memset(&alloc, 0, sizeof(alloc));
+  alloc.t = &t;
+  alloc.stream = b;
+  atomic_init(&alloc.done, 0);
+  thrd_t thread;
+  assert_int_equal(thrd_create(&thread, inline_alloc_main, &alloc),
+                   thrd_success);
+  // The gate opens only after the allocation returned, or after 2 s.
+  for (int i = 0; i < 2000 && !atomic_load(&alloc.done); ++i) {
+    hl_test_sleep_ms(1);
+  }
+  bool returned = atomic_load(&alloc.done);
+  gate_open(&gate);
+  thrd_join(thread, NULL);
+  assert_true(returned);
+  assert_non_null(alloc.ptr);
+  assert_ptr_not_equal(alloc.ptr, p);
+  HL_ASSERT_OK(t.v->free_async(t.b, alloc.ptr, b));
+  HL_ASSERT_OK(t.v->stream_synchronize(t.b, a));
+  HL_ASSERT_OK(t.v->stream_synchronize(t.b, b));
+  t.v->stream_destroy(t.b, a);
+  t.v->stream_destroy(t.b, b);
+  gate_deinit(&gate);
+  backend_destroy_checked(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_same_stream_reuse_immediate),
@@ -1039,6 +1101,7 @@ int main(void) {
       cmocka_unit_test(test_runtime_func_inline_when_idle),
       cmocka_unit_test(test_runtime_func_inline_env),
       cmocka_unit_test(test_runtime_func_order_across_threads),
+      cmocka_unit_test(test_runtime_func_never_waits_on_other_streams),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

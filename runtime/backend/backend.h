@@ -155,9 +155,11 @@ typedef struct hl_backend_vtable_t {
   // completion, a pool allocation or free): |fn| takes only leaf locks and
   // never waits for the calling thread, so the backend may run it on the
   // calling thread, before returning, when |stream| has nothing queued or
-  // running (the host backend does: an idle device starts it at once).
-  // Never for user code or long work (kernels, copies). NULL: the runtime
-  // uses launch_host_func.
+  // running (the host backend does: an idle device starts it at once; such
+  // work never blocks on another stream there, so a pool allocation inline
+  // takes no block that waits for another stream's free). Never for user
+  // code or long work (kernels, copies). NULL: the runtime uses
+  // launch_host_func.
   hl_status_t (*launch_runtime_func)(hl_backend_t* backend,
                                      hl_backend_stream_t* stream,
                                      hl_host_fn_t fn, void* user);

@@ -115,6 +115,8 @@ bool hl_host_stream_is_current(hl_backend_stream_t* stream);
 // items pushed meanwhile run after it.
 bool hl_host_stream_run_inline(hl_backend_stream_t* stream, hl_host_fn_t fn,
                                void* user);
+// Whether this thread is running work of |stream| inline right now.
+bool hl_host_stream_running_inline(hl_backend_stream_t* stream);
 // When |stream| has nothing queued or running, returns true and the
 // sequence of its last item in |*out_seq|, with |push_mutex| held so that
 // nothing is pushed until hl_host_stream_unlock_idle: an event recorded now

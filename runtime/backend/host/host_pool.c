@@ -198,6 +198,10 @@ static bool hl_host_block_usable(const hl_host_pool_t* pool,
     return true;
   }
   if (flags & HL_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES) {
+    // Runtime work running inline on its caller must not block on another
+    // stream (the caller may be that stream's worker, or a thread it waits
+    // for): it takes a fresh block instead.
+    if (hl_host_stream_running_inline(stream)) return false;
     *out_needs_wait = true;
     return true;
   }

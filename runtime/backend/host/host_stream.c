@@ -310,6 +310,10 @@ void hl_host_stream_wait_seq(hl_backend_stream_t* stream, uint64_t seq) {
   mtx_unlock(&stream->mutex);
 }
 
+bool hl_host_stream_running_inline(hl_backend_stream_t* stream) {
+  return hl_host_inline_stream_ == stream;
+}
+
 bool hl_host_stream_is_current(hl_backend_stream_t* stream) {
   return hl_host_inline_stream_ == stream ||
          thrd_equal(thrd_current(), stream->thread) != 0;
