@@ -13,6 +13,10 @@
 //              Reported as the median (and p90) in microseconds.
 //   host-rtt   The same round trip observed from the host: submit one round,
 //              block on B's signal, repeat.
+//   release    A parked submission released by the host: a barrier waits on
+//              a semaphore nobody has signalled (it parks) and signals
+//              another; the host signals the first and blocks on the
+//              second. The time from the signal to the end of the wait.
 //   contention T submitting threads (1, 2, 4), each on its own queue, each
 //              submitting B batches of N empty submissions and draining its
 //              queue after each batch. Two placements: every queue on one
@@ -83,6 +87,8 @@ typedef struct results_t {
   double pingpong_p90_us;
   double host_rtt_median_us;
   double host_rtt_p90_us;
+  double release_median_us;
+  double release_p90_us;
   // contention[placement][threads index]: aggregate submissions per second;
   // placement 0 = one shared device, 1 = a device per thread.
   int contention_batches;
@@ -221,6 +227,43 @@ static void bench_pingpong(hl_device_t* device, results_t* r) {
   hl_semaphore_release(sb);
   hl_queue_release(a);
   hl_queue_release(b);
+}
+
+static void bench_release(hl_device_t* device, results_t* r) {
+  hl_queue_t* q = NULL;
+  CHECK(hl_queue_create(device, &q));
+  place_threads(r);
+  hl_semaphore_t* gate = NULL;
+  hl_semaphore_t* done = NULL;
+  CHECK(hl_semaphore_create(0, hl_allocator_system(), &gate));
+  CHECK(hl_semaphore_create(0, hl_allocator_system(), &done));
+  hl_fence_t* wait = NULL;
+  hl_fence_t* signal = NULL;
+  CHECK(hl_fence_create(hl_allocator_system(), &wait));
+  CHECK(hl_fence_create(hl_allocator_system(), &signal));
+  int64_t n = r->rounds;
+  int64_t* gaps = calloc((size_t)n, sizeof(int64_t));
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t v = (uint64_t)i + 1;
+    hl_fence_clear(wait);
+    hl_fence_clear(signal);
+    CHECK(hl_fence_insert(wait, gate, v));
+    CHECK(hl_fence_insert(signal, done, v));
+    CHECK(hl_queue_barrier(q, wait, signal));
+    hl_time_t start = hl_time_now();
+    CHECK(hl_semaphore_signal(gate, v));
+    CHECK(hl_semaphore_wait(done, v, hl_deadline_after(60000 * MS)));
+    gaps[i] = hl_time_now() - start;
+  }
+  r->release_median_us = (double)quantile(gaps, (size_t)n, 0.5) / 1e3;
+  r->release_p90_us = (double)quantile(gaps, (size_t)n, 0.9) / 1e3;
+  CHECK(hl_queue_wait_idle(q, hl_deadline_after(60000 * MS)));
+  free(gaps);
+  hl_fence_release(wait);
+  hl_fence_release(signal);
+  hl_semaphore_release(gate);
+  hl_semaphore_release(done);
+  hl_queue_release(q);
 }
 
 typedef struct contention_thread_t {
@@ -396,6 +439,7 @@ int main(int argc, char** argv) {
   CHECK(hl_device_create(&options, hl_allocator_system(), &device));
   bench_submit(device, &r);
   bench_pingpong(device, &r);
+  bench_release(device, &r);
   bench_contention(&options, device, &r);
   hl_device_release(device);
 
@@ -408,6 +452,8 @@ int main(int argc, char** argv) {
         "\"max_ns\": %.1f}, \"pingpong\": {\"rounds\": %lld, "
         "\"median_us\": %.2f, \"p90_us\": %.2f}, \"host_rtt\": "
         "{\"rounds\": %lld, \"median_us\": %.2f, \"p90_us\": %.2f}, "
+        "\"release\": {\"rounds\": %lld, \"median_us\": %.2f, "
+        "\"p90_us\": %.2f}, "
         "\"contention\": {\"submissions_per_batch\": %lld, \"batches\": %d, "
         "\"shared_device\": {\"1\": %.0f, \"2\": %.0f, \"4\": %.0f}, "
         "\"device_per_thread\": {\"1\": %.0f, \"2\": %.0f, \"4\": "
@@ -416,7 +462,8 @@ int main(int argc, char** argv) {
         (long long)r.submissions, r.batches, r.submit_median_ns,
         r.submit_min_ns, r.submit_max_ns, (long long)r.rounds,
         r.pingpong_median_us, r.pingpong_p90_us, (long long)r.rounds - 1,
-        r.host_rtt_median_us, r.host_rtt_p90_us, (long long)r.submissions,
+        r.host_rtt_median_us, r.host_rtt_p90_us, (long long)r.rounds,
+        r.release_median_us, r.release_p90_us, (long long)r.submissions,
         r.contention_batches, r.contention_rate[0][0], r.contention_rate[0][1],
         r.contention_rate[0][2], r.contention_rate[1][0],
         r.contention_rate[1][1], r.contention_rate[1][2]);
@@ -431,6 +478,8 @@ int main(int argc, char** argv) {
            r.pingpong_median_us, r.pingpong_p90_us, "");
     printf("%-34s %9.2f us %9.2f us %12s\n", "ping-pong round trip (host wait)",
            r.host_rtt_median_us, r.host_rtt_p90_us, "");
+    printf("%-34s %9.2f us %9.2f us %12s\n", "parked submission, host release",
+           r.release_median_us, r.release_p90_us, "");
     printf("(%lld submissions x %d batches; %lld rounds)\n",
            (long long)r.submissions, r.batches, (long long)r.rounds);
     bench_cpus_print_round_trip(r.core_round_trip_ns);

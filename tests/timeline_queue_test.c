@@ -920,6 +920,23 @@ static void test_dealloca_on_origin_queue(void** state) {
   hl_device_release(device);
 }
 
+// Skips unless the device is on the host backend with its inline path on
+// and no stream delays (the conditions under which idle streams run the
+// runtime's work at once). Releases |device| when it skips.
+static bool host_inline_or_skip(hl_device_t* device) {
+  hl_device_properties_t props;
+  HL_ASSERT_OK(hl_device_properties(device, &props));
+  const char* inline_env = getenv("HIPLINE_HOST_INLINE");
+  if (props.backend != HL_BACKEND_HOST ||
+      hl_faults_snapshot().stream_delay_us ||
+      (inline_env && !strcmp(inline_env, "0"))) {
+    hl_device_release(device);
+    print_message("skipped: needs the host backend's inline path\n");
+    return false;
+  }
+  return true;
+}
+
 // On the host backend an idle queue's runtime-only submissions (barriers
 // here) complete inside hl_queue_submit: an idle device starts their work at
 // once, and the issuer publishes their signals before it returns (the
@@ -930,16 +947,7 @@ static void test_idle_host_queue_completes_at_submit(void** state) {
   (void)state;
   hl_device_t* device = NULL;
   hl_test_host_device(&device);
-  hl_device_properties_t props;
-  HL_ASSERT_OK(hl_device_properties(device, &props));
-  const char* inline_env = getenv("HIPLINE_HOST_INLINE");
-  if (props.backend != HL_BACKEND_HOST ||
-      hl_faults_snapshot().stream_delay_us ||
-      (inline_env && !strcmp(inline_env, "0"))) {
-    hl_device_release(device);
-    print_message("skipped: needs the host backend's inline path\n");
-    skip();
-  }
+  if (!host_inline_or_skip(device)) skip();
   hl_queue_t* q = queue_create(device);
   hl_semaphore_t* s = sem_create(0);
   hl_semaphore_t* gate = sem_create(0);
@@ -966,6 +974,62 @@ static void test_idle_host_queue_completes_at_submit(void** state) {
   hl_device_release(device);
 }
 
+// A host signal pumps the submissions it releases on the signalling thread
+// (a pump sink), so a chain of parked barriers across queues, each waiting
+// on the one before, completes inside hl_semaphore_signal. Longer than the
+// sink's budget (64 pumps) the rest goes to the work thread and completes
+// too. Also from a stream's worker: a host call that signals releases a
+// parked barrier of another queue whose last user reference is gone.
+#define CHAIN_QUEUES 80
+static void signal_fn(void* user) {
+  HL_ASSERT_OK(hl_semaphore_signal((hl_semaphore_t*)user, 1));
+}
+
+static void test_host_signal_pumps_released_chain(void** state) {
+  (void)state;
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  if (!host_inline_or_skip(device)) skip();
+  hl_queue_t* queues[CHAIN_QUEUES];
+  hl_semaphore_t* sems[CHAIN_QUEUES + 1];
+  for (int i = 0; i <= CHAIN_QUEUES; ++i) sems[i] = sem_create(0);
+  for (int i = 0; i < CHAIN_QUEUES; ++i) {
+    queues[i] = queue_create(device);
+    barrier(queues[i], FENCE1(sems[i], 1), FENCE1(sems[i + 1], 1));
+  }
+  uint64_t value = 0;
+  HL_ASSERT_OK(hl_semaphore_query(sems[CHAIN_QUEUES], &value));
+  assert_int_equal(value, 0);  // Parked, all of them.
+  HL_ASSERT_OK(hl_semaphore_signal(sems[0], 1));
+  // The first links ran on this thread, before the signal returned.
+  HL_ASSERT_OK(hl_semaphore_query(sems[8], &value));
+  assert_int_equal(value, 1);
+  HL_ASSERT_OK(hl_semaphore_wait(sems[CHAIN_QUEUES], 1, LONG_DEADLINE()));
+
+  // From a stream's worker, releasing a queue only the parked barrier holds.
+  hl_queue_t* caller = queue_create(device);
+  hl_queue_t* parked = queue_create(device);
+  hl_semaphore_t* gate = sem_create(0);
+  hl_semaphore_t* out = sem_create(0);
+  barrier(parked, FENCE1(gate, 1), FENCE1(out, 1));
+  hl_queue_release(parked);
+  HL_ASSERT_OK(hl_queue_host_call(caller, NULL, NULL, signal_fn, gate));
+  HL_ASSERT_OK(hl_semaphore_wait(out, 1, LONG_DEADLINE()));
+  HL_ASSERT_OK(hl_queue_wait_idle(caller, LONG_DEADLINE()));
+  hl_device_flush_work(device);
+
+  for (int i = 0; i < CHAIN_QUEUES; ++i) {
+    HL_ASSERT_OK(hl_queue_wait_idle(queues[i], LONG_DEADLINE()));
+    hl_queue_release(queues[i]);
+  }
+  for (int i = 0; i <= CHAIN_QUEUES; ++i) hl_semaphore_release(sems[i]);
+  hl_semaphore_release(gate);
+  hl_semaphore_release(out);
+  hl_queue_release(caller);
+  expect_device_events_pooled(device, 0);
+  hl_device_release(device);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wait_before_signal),
@@ -984,6 +1048,7 @@ int main(void) {
       cmocka_unit_test(test_depth_env_strict),
       cmocka_unit_test(test_dealloca_on_origin_queue),
       cmocka_unit_test(test_idle_host_queue_completes_at_submit),
+      cmocka_unit_test(test_host_signal_pumps_released_chain),
       cmocka_unit_test(test_host_function_may_call_hipline),
       cmocka_unit_test(test_host_calls_of_queues_are_independent),
       cmocka_unit_test(test_no_host_callback_per_submission),

@@ -334,6 +334,8 @@ static void hl_submission_complete_dropping(hl_submission_t* sub,
   // that saw a signal and then releases its handles flushes it, so the last
   // release happens there and not on the completion thread later.
   hl_device_reserve_work(queue->device);
+  hl_pump_sink_t sink;
+  bool sink_owner = hl_pump_sink_open(&sink);
   hl_timeline_lock();
   hl_submission_publish_outcome_locked(sub, held);
   hl_timeline_unlock();
@@ -346,6 +348,7 @@ static void hl_submission_complete_dropping(hl_submission_t* sub,
       hl_device_enqueue_cleanup(device, &sub->work, true);
     }
   }
+  if (sink_owner) hl_pump_sink_close(&sink);
 }
 
 static void hl_submission_complete(void* user) {
@@ -954,10 +957,71 @@ static void hl_queue_pump_work(hl_work_t* work) {
   hl_queue_release(queue);
 }
 
+static void hl_queue_release_work(hl_work_t* work) {
+  hl_queue_release(
+      (hl_queue_t*)((char*)work - offsetof(hl_queue_t, pump_work)));
+}
+
+// Pump sinks (timeline_internal.h): pumps scheduled while this thread has
+// a sink open go into it, reserved as device work so that flushes wait for
+// them; a full sink, or a thread without one, hands pumps to the work
+// thread.
+#define HL_PUMP_SINK_BUDGET 64  // Pumps one drain runs before handing off.
+static _Thread_local hl_pump_sink_t* hl_pump_sink_;
+
+bool hl_pump_sink_open(hl_pump_sink_t* sink) {
+  if (hl_pump_sink_) return false;
+  sink->count = 0;
+  hl_pump_sink_ = sink;
+  return true;
+}
+
+// Runs a pump taken from a sink: like hl_queue_pump_work, except that the
+// queue's last reference is never dropped here (this may be a stream's
+// worker, which destroying the queue's stream would join): the work thread
+// drops it.
+static void hl_queue_run_sunk_pump(hl_queue_t* queue) {
+  hl_device_t* device = queue->device;
+  hl_timeline_lock();
+  queue->pump_scheduled = false;
+  hl_queue_pump_locked(queue);
+  hl_timeline_unlock();
+  if (!hl_queue_release_unless_last(queue)) {
+    // The last reference: nobody can schedule a pump on it any more, so its
+    // pump work item is free to carry the release.
+    queue->pump_work.fn = hl_queue_release_work;
+    hl_device_enqueue_work(device, &queue->pump_work);
+  }
+  hl_device_unreserve_work(device);
+}
+
+void hl_pump_sink_close(hl_pump_sink_t* sink) {
+  uint32_t budget = HL_PUMP_SINK_BUDGET;
+  while (sink->count && budget) {
+    hl_queue_t* queue = sink->queues[--sink->count];
+    --budget;
+    hl_queue_run_sunk_pump(queue);  // May add to |sink|.
+  }
+  hl_pump_sink_ = NULL;
+  // Over budget: the rest goes to the work thread.
+  while (sink->count) {
+    hl_queue_t* queue = sink->queues[--sink->count];
+    queue->pump_work.fn = hl_queue_pump_work;
+    hl_device_enqueue_work(queue->device, &queue->pump_work);
+    hl_device_unreserve_work(queue->device);
+  }
+}
+
 static void hl_queue_schedule_pump_locked(hl_queue_t* queue) {
   if (queue->pump_scheduled) return;
   queue->pump_scheduled = true;
   hl_queue_retain(queue);
+  hl_pump_sink_t* sink = hl_pump_sink_;
+  if (sink && sink->count < HL_PUMP_SINK_CAPACITY) {
+    hl_device_reserve_work(queue->device);
+    sink->queues[sink->count++] = queue;
+    return;
+  }
   queue->pump_work.fn = hl_queue_pump_work;
   hl_device_enqueue_work(queue->device, &queue->pump_work);
 }
@@ -1262,6 +1326,10 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   hl_queue_retain(queue);
   sub->queue = queue;
 
+  // Pumps this submission makes issuable (its publication signals parked
+  // submissions) run here, once the lock is let go.
+  hl_pump_sink_t sink;
+  bool sink_owner = hl_pump_sink_open(&sink);
   hl_timeline_lock();
   if (!queue->failure && hl_queue_full_locked(queue) &&
       !hl_device_on_runtime_thread(queue->device)) {
@@ -1283,6 +1351,7 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
     hl_submission_fail(sub, hl_status_clone(failure), false);
     hl_device_enqueue_work(queue->device, &sub->work);
     hl_timeline_unlock();
+    if (sink_owner) hl_pump_sink_close(&sink);
     HL_TRACE_ZONE_END(zone);
     return hl_status_annotate(failure, "queue %u has failed", queue->id);
   }
@@ -1303,6 +1372,7 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   }
   if (!queue->pump_scheduled) hl_queue_pump_locked(queue);
   hl_timeline_unlock();
+  if (sink_owner) hl_pump_sink_close(&sink);
   HL_TRACE_ZONE_END(zone);
   return NULL;
 }

@@ -200,26 +200,28 @@ hl_status_t hl_semaphore_signal(hl_semaphore_t* semaphore, uint64_t value) {
                           "hl_semaphore_signal: a queue's own timeline is "
                           "signalled by its queue only");
   }
+  hl_pump_sink_t sink;
+  bool sink_owner = hl_pump_sink_open(&sink);
   hl_timeline_lock();
   hl_status_t failure = hl_semaphore_failure(semaphore);
-  if (failure) {
-    hl_status_t copy = hl_status_clone(failure);
-    hl_timeline_unlock();
-    return hl_status_annotate(copy, "signalling a failed semaphore to %llu",
-                              (unsigned long long)value);
-  }
+  hl_status_t st = NULL;
   uint64_t current = hl_semaphore_value(semaphore);
-  if (value <= current) {
-    hl_timeline_unlock();
-    return HL_MAKE_STATUS(HL_STATUS_OUT_OF_RANGE,
-                          "semaphore signal to %llu must be greater than the "
-                          "current value %llu",
-                          (unsigned long long)value,
-                          (unsigned long long)current);
+  if (failure) {
+    st = hl_status_annotate(hl_status_clone(failure),
+                            "signalling a failed semaphore to %llu",
+                            (unsigned long long)value);
+  } else if (value <= current) {
+    st = HL_MAKE_STATUS(HL_STATUS_OUT_OF_RANGE,
+                        "semaphore signal to %llu must be greater than the "
+                        "current value %llu",
+                        (unsigned long long)value, (unsigned long long)current);
+  } else {
+    // Submissions parked on |value| are pumped on this thread (below).
+    hl_semaphore_signal_locked(semaphore, value);
   }
-  hl_semaphore_signal_locked(semaphore, value);
   hl_timeline_unlock();
-  return NULL;
+  if (sink_owner) hl_pump_sink_close(&sink);
+  return st;
 }
 
 hl_status_t hl_semaphore_fail(hl_semaphore_t* semaphore, hl_status_t status) {
@@ -238,9 +240,12 @@ hl_status_t hl_semaphore_fail(hl_semaphore_t* semaphore, hl_status_t status) {
     status = HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                             "hl_semaphore_fail called with an OK status");
   }
+  hl_pump_sink_t sink;
+  bool sink_owner = hl_pump_sink_open(&sink);
   hl_timeline_lock();
   hl_semaphore_fail_locked(semaphore, status);
   hl_timeline_unlock();
+  if (sink_owner) hl_pump_sink_close(&sink);
   return NULL;
 }
 
