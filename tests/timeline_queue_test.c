@@ -1030,6 +1030,57 @@ static void test_host_signal_pumps_released_chain(void** state) {
   hl_device_release(device);
 }
 
+// A semaphore's device timepoints stay sorted whatever order they come in
+// (appended, in the middle, at the head, equal values), and a wait finds
+// the first one at or above its value (searched from the tail).
+static void expect_timepoints(hl_semaphore_t* s, const uint64_t* values,
+                              size_t count) {
+  size_t i = 0;
+  hl_timepoint_t* prev = NULL;
+  for (hl_timepoint_t* tp = s->timepoints; tp; tp = tp->next, ++i) {
+    assert_true(i < count);
+    assert_int_equal(tp->value, values[i]);
+    assert_ptr_equal(tp->prev, prev);
+    prev = tp;
+  }
+  assert_int_equal(i, count);
+  assert_ptr_equal(s->timepoints_tail, prev);
+}
+
+static void test_timepoint_list_order_and_search(void** state) {
+  (void)state;
+  hl_semaphore_t* s = sem_create(0);
+  // Never the last reference: no event goes back to a device pool.
+  hl_shared_event_t shared = {NULL, NULL, 1000};
+  hl_timeline_lock();
+  const uint64_t adds[] = {5, 10, 7, 10, 3, 12};
+  for (size_t i = 0; i < 6; ++i) {
+    HL_ASSERT_OK(hl_semaphore_add_timepoint_locked(s, adds[i], &shared));
+  }
+  const uint64_t sorted[] = {3, 5, 7, 10, 10, 12};
+  expect_timepoints(s, sorted, 6);
+  assert_int_equal(hl_semaphore_find_timepoint_locked(s, 1)->value, 3);
+  assert_int_equal(hl_semaphore_find_timepoint_locked(s, 4)->value, 5);
+  assert_int_equal(hl_semaphore_find_timepoint_locked(s, 6)->value, 7);
+  hl_timepoint_t* ten = hl_semaphore_find_timepoint_locked(s, 8);
+  assert_int_equal(ten->value, 10);
+  assert_int_equal(ten->prev->value, 7);  // The first of the two tens.
+  assert_int_equal(hl_semaphore_find_timepoint_locked(s, 12)->value, 12);
+  assert_null(hl_semaphore_find_timepoint_locked(s, 13));
+  hl_semaphore_signal_locked(s, 7);  // Drops 3, 5, 7.
+  const uint64_t left[] = {10, 10, 12};
+  expect_timepoints(s, left, 3);
+  assert_ptr_equal(hl_semaphore_find_timepoint_locked(s, 8), s->timepoints);
+  HL_ASSERT_OK(hl_semaphore_add_timepoint_locked(s, 9, &shared));
+  const uint64_t head[] = {9, 10, 10, 12};
+  expect_timepoints(s, head, 4);
+  hl_semaphore_signal_locked(s, 12);
+  expect_timepoints(s, NULL, 0);
+  hl_timeline_unlock();
+  assert_int_equal(shared.refs, 1000);
+  hl_semaphore_release(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wait_before_signal),
@@ -1049,6 +1100,7 @@ int main(void) {
       cmocka_unit_test(test_dealloca_on_origin_queue),
       cmocka_unit_test(test_idle_host_queue_completes_at_submit),
       cmocka_unit_test(test_host_signal_pumps_released_chain),
+      cmocka_unit_test(test_timepoint_list_order_and_search),
       cmocka_unit_test(test_host_function_may_call_hipline),
       cmocka_unit_test(test_host_calls_of_queues_are_independent),
       cmocka_unit_test(test_no_host_callback_per_submission),

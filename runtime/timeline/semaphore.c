@@ -49,6 +49,7 @@ static void hl_semaphore_drop_timepoints_locked(hl_semaphore_t* s,
   while (s->timepoints && s->timepoints->value <= upto) {
     hl_timepoint_t* tp = s->timepoints;
     s->timepoints = tp->next;
+    if (s->timepoints) s->timepoints->prev = NULL;
     hl_shared_event_drop_locked(tp->shared);
     hl_recycler_free(&hl_timepoint_recycler_, tp);
   }
@@ -153,6 +154,7 @@ hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* s, uint64_t value,
   if (!s->timepoints_tail || s->timepoints_tail->value <= value) {
     // The common case: each signal is larger than every pending one.
     tp->next = NULL;
+    tp->prev = s->timepoints_tail;
     if (s->timepoints_tail) {
       s->timepoints_tail->next = tp;
     } else {
@@ -160,10 +162,17 @@ hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* s, uint64_t value,
     }
     s->timepoints_tail = tp;
   } else {
-    hl_timepoint_t** link = &s->timepoints;
-    while (*link && (*link)->value < value) link = &(*link)->next;
-    tp->next = *link;
-    *link = tp;
+    // Before the first timepoint with a larger value (the tail's is).
+    hl_timepoint_t* after = s->timepoints;
+    while (after->value < value) after = after->next;
+    tp->next = after;
+    tp->prev = after->prev;
+    if (after->prev) {
+      after->prev->next = tp;
+    } else {
+      s->timepoints = tp;
+    }
+    after->prev = tp;
   }
   if (s->issued_value < value) {
     s->issued_value = value;
@@ -174,10 +183,14 @@ hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* s, uint64_t value,
 
 hl_timepoint_t* hl_semaphore_find_timepoint_locked(hl_semaphore_t* s,
                                                    uint64_t value) {
-  for (hl_timepoint_t* tp = s->timepoints; tp; tp = tp->next) {
-    if (tp->value >= value) return tp;
-  }
-  return NULL;
+  // The first timepoint at or above |value|, searched from the tail: waits
+  // are mostly on recent signals, and a producer far ahead of its consumer
+  // (every round of a ping-pong submitted up front) keeps a long list, which
+  // a search from the head walked under the scheduler lock for every wait.
+  hl_timepoint_t* tp = s->timepoints_tail;
+  if (!tp || tp->value < value) return NULL;
+  while (tp->prev && tp->prev->value >= value) tp = tp->prev;
+  return tp;
 }
 
 hl_status_t hl_semaphore_query(hl_semaphore_t* semaphore, uint64_t* out_value) {

@@ -243,6 +243,7 @@ void hl_shared_event_drop_locked(hl_shared_event_t* shared);
 // A device timepoint: |value| is signalled when |shared->event| completes.
 typedef struct hl_timepoint_t {
   struct hl_timepoint_t* next;  // Ascending by value.
+  struct hl_timepoint_t* prev;
   uint64_t value;
   hl_shared_event_t* shared;  // One reference.
 } hl_timepoint_t;
