@@ -807,6 +807,24 @@ static void test_fault_alloc_fail_every(void** state) {
 // Runtime work on an idle stream (launch_runtime_func)
 //===----------------------------------------------------------------------===//
 
+// Forces HIPLINE_HOST_INLINE on for backends created until the returned
+// copy of the previous value (or NULL) goes back with inline_env_restore.
+static char* inline_env_force_on(void) {
+  const char* v = getenv("HIPLINE_HOST_INLINE");
+  char* previous = v ? strdup(v) : NULL;
+  setenv("HIPLINE_HOST_INLINE", "1", 1);
+  return previous;
+}
+
+static void inline_env_restore(char* previous) {
+  if (previous) {
+    setenv("HIPLINE_HOST_INLINE", previous, 1);
+  } else {
+    unsetenv("HIPLINE_HOST_INLINE");
+  }
+  free(previous);
+}
+
 typedef struct inline_probe_t {
   thrd_t thread;
   atomic_int ran;
@@ -840,7 +858,9 @@ static void nested_fn(void* user) {
 // stream both wait their turn; an item pushed while runtime work runs
 // inline runs after it.
 static void test_runtime_func_inline_when_idle(void** state) {
+  char* env = inline_env_force_on();
   test_backend_t t = backend_create();
+  inline_env_restore(env);
   hl_backend_stream_t* s = stream_create(&t);
   assert_non_null(t.v->launch_runtime_func);
 
@@ -905,6 +925,7 @@ static void test_runtime_func_inline_when_idle(void** state) {
 // HIPLINE_HOST_INLINE=0 keeps runtime work on the stream's worker; a value
 // that is not a boolean fails device creation with the variable named.
 static void test_runtime_func_inline_env(void** state) {
+  char* previous = inline_env_force_on();
   setenv("HIPLINE_HOST_INLINE", "0", 1);
   test_backend_t t = backend_create();
   hl_backend_stream_t* s = stream_create(&t);
@@ -925,7 +946,7 @@ static void test_runtime_func_inline_env(void** state) {
   assert_non_null(strstr(hl_status_message(st), "HIPLINE_HOST_INLINE"));
   assert_null(b);
   hl_status_free(st);
-  unsetenv("HIPLINE_HOST_INLINE");
+  inline_env_restore(previous);
 }
 
 // Threads mixing runtime work and host functions on one stream: each
@@ -1044,7 +1065,9 @@ static int inline_alloc_main(void* arg) {
 }
 
 static void test_runtime_func_never_waits_on_other_streams(void** state) {
+  char* env = inline_env_force_on();
   test_backend_t t = backend_create();
+  inline_env_restore(env);
   set_reuse_flags(&t, HL_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES);
   hl_backend_stream_t* a = stream_create(&t);
   hl_backend_stream_t* b = stream_create(&t);

@@ -7,6 +7,8 @@
 # package is missing), then runs these stages and stops at the first failure:
 #
 #   default  build/       RelWithDebInfo, -Werror        ctest (everything)
+#   workers  build/       the same build, HIPLINE_HOST_INLINE=0: every
+#                         stream item on its worker    ctest (everything)
 #   asan     build-asan/  ASan + UBSan                   ctest (everything)
 #   tsan     build-tsan/  TSan                           ctest -L concurrency
 #   extra    tools/ci-extra.sh, when it exists (fuzzers, soak)
@@ -285,6 +287,14 @@ stage_default() {
   run_ctest_stage default
 }
 
+# The host backend runs the runtime's own work inline on idle streams; this
+# stage runs everything again with all of it on the stream workers, the
+# path every busy stream takes, so neither path goes untested.
+stage_workers() {
+  STAGE_T0=$SECONDS
+  run_ctest_stage workers
+}
+
 stage_asan() {
   build_stage asan
   configure_asan_env
@@ -330,6 +340,7 @@ for tool in cmake ctest python3; do
   command -v "$tool" >/dev/null || die "$tool not found"
 done
 stage_default
+stage_workers
 stage_asan
 stage_tsan
 stage_extra
