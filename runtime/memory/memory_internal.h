@@ -184,10 +184,10 @@ typedef struct hl_stream_work_t {
 void hl_stream_work_bind(hl_stream_work_t* work, const hl_issue_ctx_t* ctx);
 
 // Runs |fn(user)| (runtime work: short, leaf locks only) after the work
-// issued by hl_stream_work_issue on
-// |ctx->stream| has run or been skipped, and before the submission's signals
-// are published: on the stream with |stream_ordered_host_work|, now
-// otherwise. For decisions that depend on whether the work ran.
+// issued by hl_stream_work_issue on |ctx->stream| has run or been skipped,
+// and before the submission's signals are published: on the stream with
+// |stream_ordered_host_work|, now otherwise. For decisions that depend on
+// whether the work ran.
 hl_status_t hl_stream_work_after(hl_issue_ctx_t* ctx, hl_host_fn_t fn,
                                  void* user);
 

@@ -79,8 +79,8 @@ typedef struct hl_host_backend_t {
   atomic_int_least64_t live_streams;
   atomic_int_least64_t live_events;
   atomic_int_least64_t live_modules;
-  bool
-      inline_work;  // HIPLINE_HOST_INLINE: streams may run runtime work inline.
+  // HIPLINE_HOST_INLINE: streams may run runtime work inline.
+  bool inline_work;
   hl_host_pool_t pool;
 } hl_host_backend_t;
 
