@@ -117,8 +117,9 @@ bool hl_host_stream_run_inline(hl_backend_stream_t* stream, hl_host_fn_t fn,
                                void* user);
 // Whether this thread is running work of |stream| inline right now.
 bool hl_host_stream_running_inline(hl_backend_stream_t* stream);
-// When |stream| has nothing queued or running, returns true and the
-// sequence of its last item in |*out_seq|, with |push_mutex| held so that
+// When |stream| has nothing queued or running (and runs work inline: not
+// under HIPLINE_HOST_INLINE=0 or fault-injection delays), returns true and
+// the sequence of its last item in |*out_seq|, with |push_mutex| held so that
 // nothing is pushed until hl_host_stream_unlock_idle: an event recorded now
 // is complete at once. (Runtime work may still start inline meanwhile: it
 // is not ordered before the record, so the record may precede it.)
