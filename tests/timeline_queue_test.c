@@ -89,7 +89,7 @@ static hl_queue_t* queue_create(hl_device_t* device) {
 static void expect_device_events_pooled(hl_device_t* device,
                                         int64_t live_queues) {
   hl_device_flush_work(device);
-  hl_timeline_lock();
+  hl_device_lock(device);
   int64_t live = atomic_load(&device->live_events);
   int64_t pooled = device->free_event_count;
   bool duplicate = false;
@@ -101,7 +101,7 @@ static void expect_device_events_pooled(hl_device_t* device,
       }
     }
   }
-  hl_timeline_unlock();
+  hl_device_unlock(device);
   hl_backend_counts_t counts;
   device->backend->vtable->live_counts(device->backend, &counts);
   assert_false(duplicate);  // An event recycled twice.
@@ -583,6 +583,23 @@ static void test_queue_timeline_is_owned(void** state) {
   HL_ASSERT_OK(hl_semaphore_wait(s, 1, LONG_DEADLINE()));
   HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
   HL_ASSERT_OK(hl_queue_status(q));
+
+  // Another queue may wait on q's timeline, but not signal it: before, a
+  // barrier on |other| signalling t to 1000 was accepted, q's timeline
+  // jumped past values q had not reached, and q's next submission (value 3)
+  // was "reached" before it ran.
+  hl_queue_t* other = queue_create(device);
+  hl_fence_t* foreign = FENCE1(t, 1000);
+  hl_test_assert_status_has(hl_queue_barrier(other, NULL, foreign),
+                            HL_STATUS_INVALID_ARGUMENT, "timeline", NULL);
+  HL_ASSERT_OK(hl_queue_barrier(other, ok, NULL));  // Waiting is fine.
+  HL_ASSERT_OK(hl_queue_wait_idle(other, LONG_DEADLINE()));
+  HL_ASSERT_OK(hl_semaphore_query(t, &value));
+  assert_int_equal(value, 2);
+  HL_ASSERT_OK(hl_queue_status(other));
+  hl_fence_release(foreign);
+  hl_queue_release(other);
+
   hl_fence_release(ok);
   hl_fence_release(signal);
   hl_semaphore_release(s);
@@ -1052,7 +1069,7 @@ static void test_timepoint_list_order_and_search(void** state) {
   hl_semaphore_t* s = sem_create(0);
   // Never the last reference: no event goes back to a device pool.
   hl_shared_event_t shared = {NULL, NULL, 1000};
-  hl_timeline_lock();
+  hl_semaphore_lock(s);
   const uint64_t adds[] = {5, 10, 7, 10, 3, 12};
   for (size_t i = 0; i < 6; ++i) {
     HL_ASSERT_OK(hl_semaphore_add_timepoint_locked(s, adds[i], &shared));
@@ -1076,8 +1093,8 @@ static void test_timepoint_list_order_and_search(void** state) {
   expect_timepoints(s, head, 4);
   hl_semaphore_signal_locked(s, 12);
   expect_timepoints(s, NULL, 0);
-  hl_timeline_unlock();
-  assert_int_equal(shared.refs, 1000);
+  hl_semaphore_unlock(s);
+  assert_int_equal(atomic_load(&shared.refs), 1000);
   hl_semaphore_release(s);
 }
 

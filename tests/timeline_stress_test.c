@@ -181,10 +181,10 @@ static void run_random_dag(uint64_t seed, int count, uint64_t delay_us) {
 
   // Every event is back in the pool.
   hl_device_flush_work(device);
-  hl_timeline_lock();
+  hl_device_lock(device);
   int64_t live = atomic_load(&device->live_events);
   int64_t pooled = device->free_event_count;
-  hl_timeline_unlock();
+  hl_device_unlock(device);
   assert_int_equal(live, pooled);
 
   for (int q = 0; q < QUEUES; ++q) {

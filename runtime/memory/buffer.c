@@ -197,9 +197,9 @@ static hl_status_t hl_memory_fill_reserved(hl_device_t* device,
   memset(&counts, 0, sizeof(counts));
   device->backend->vtable->live_counts(device->backend, &counts);
   out->streams_live = counts.live_streams;
-  hl_timeline_lock();
+  hl_device_lock(device);
   out->events_pooled = device->free_event_count;
-  hl_timeline_unlock();
+  hl_device_unlock(device);
   out->events_live = atomic_load(&device->live_events);
   return NULL;
 }

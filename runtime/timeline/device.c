@@ -315,7 +315,8 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
     if (!device->queue_depth) device->queue_depth = HL_QUEUE_DEPTH_DEFAULT;
   }
   atomic_init(&device->next_queue_id, 0);
-  if (!st && (mtx_init(&device->work_mutex, mtx_plain) != thrd_success ||
+  if (!st && (mtx_init(&device->mutex, mtx_plain) != thrd_success ||
+              mtx_init(&device->work_mutex, mtx_plain) != thrd_success ||
               cnd_init(&device->work_cond) != thrd_success ||
               cnd_init(&device->idle_cond) != thrd_success)) {
     st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
@@ -323,6 +324,7 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
   }
   if (!st && thrd_create(&device->work_thread, hl_device_work_main, device) !=
                  thrd_success) {
+    mtx_destroy(&device->mutex);
     mtx_destroy(&device->work_mutex);
     cnd_destroy(&device->work_cond);
     cnd_destroy(&device->idle_cond);
@@ -399,6 +401,7 @@ static void hl_device_destroy(hl_device_t* device) {
   hl_device_extensions_destroy(device, 0, HL_DEVICE_EXTENSION_LATE_BEGIN);
   hl_device_flush_work(device);
   hl_device_stop_work(device);
+  mtx_destroy(&device->mutex);
   mtx_destroy(&device->work_mutex);
   cnd_destroy(&device->work_cond);
   cnd_destroy(&device->idle_cond);
@@ -536,13 +539,13 @@ hl_status_t hl_device_trim(hl_device_t* device, uint64_t min_bytes_to_keep) {
   }
   hl_device_extensions_trim(device, min_bytes_to_keep);
   // Idle pooled events go too; they are destroyed after unlocking.
-  hl_timeline_lock();
+  hl_device_lock(device);
   hl_backend_event_t** events = device->free_events;
   uint32_t count = device->free_event_count;
   device->free_events = NULL;
   device->free_event_count = 0;
   device->free_event_capacity = 0;
-  hl_timeline_unlock();
+  hl_device_unlock(device);
   for (uint32_t i = 0; i < count; ++i) {
     device->backend->vtable->event_destroy(device->backend, events[i]);
     atomic_fetch_sub(&device->live_events, 1);

@@ -1,19 +1,36 @@
 // The device's event pool: backend events are recycled rather than
 // destroyed, and a submission's shared event goes back to the pool when its
-// last timepoint is dropped. All of it under the scheduler lock.
+// last reference is dropped. The pool is under the device's mutex, a leaf.
 
 #include <stdlib.h>
 
 #include "runtime/base/recycler.h"
 #include "runtime/timeline/timeline_internal.h"
 
+void hl_device_lock(hl_device_t* device) { mtx_lock(&device->mutex); }
+
+void hl_device_unlock(hl_device_t* device) { mtx_unlock(&device->mutex); }
+
+hl_backend_event_t* hl_device_take_event(hl_device_t* device) {
+  hl_backend_event_t* event = NULL;
+  hl_device_lock(device);
+  if (device->free_event_count) {
+    event = device->free_events[--device->free_event_count];
+  }
+  hl_device_unlock(device);
+  return event;
+}
+
 void hl_device_recycle_event(hl_device_t* device, hl_backend_event_t* event) {
+  hl_device_lock(device);
   if (device->free_event_count == device->free_event_capacity) {
     uint32_t capacity =
         device->free_event_capacity ? device->free_event_capacity * 2 : 64;
     hl_backend_event_t** events =
         realloc(device->free_events, capacity * sizeof(*events));
     if (!events) {
+      hl_device_unlock(device);
+      // Destroying an event takes only the backend's leaf locks.
       device->backend->vtable->event_destroy(device->backend, event);
       atomic_fetch_sub(&device->live_events, 1);
       return;
@@ -22,6 +39,7 @@ void hl_device_recycle_event(hl_device_t* device, hl_backend_event_t* event) {
     device->free_event_capacity = capacity;
   }
   device->free_events[device->free_event_count++] = event;
+  hl_device_unlock(device);
 }
 
 // One per submission that signals on the device.
@@ -37,13 +55,13 @@ hl_status_t hl_shared_event_create(hl_device_t* device,
                      "a shared event");
   shared->device = device;
   shared->event = event;
-  shared->refs = 1;
+  atomic_init(&shared->refs, 1);
   *out_shared = shared;
   return NULL;
 }
 
-void hl_shared_event_drop_locked(hl_shared_event_t* shared) {
-  if (--shared->refs == 0) {
+void hl_shared_event_drop(hl_shared_event_t* shared) {
+  if (atomic_fetch_sub_explicit(&shared->refs, 1, memory_order_acq_rel) == 1) {
     hl_device_recycle_event(shared->device, shared->event);
     hl_recycler_free(&hl_shared_event_recycler_, shared);
   }

@@ -152,7 +152,10 @@ hl_status_t hl_fence_wait(const hl_fence_t* fence, hl_time_t deadline) {
 }
 
 // Fence notification: watches every pending pair without blocking anyone,
-// so a failure of any pair ends it.
+// so a failure of any pair ends it. Each pending pair has one waiter, which
+// fires once (reached or failed) under its semaphore's lock and only counts
+// down; the last one, or a failure, queues the callback on the device's
+// work thread, which unregisters what is left before it runs it.
 typedef struct hl_fence_notify_t hl_fence_notify_t;
 typedef struct hl_fence_notify_waiter_t {
   hl_waiter_t base;
@@ -165,8 +168,10 @@ struct hl_fence_notify_t {
   hl_fence_entry_t* entries;          // Retained semaphores.
   hl_fence_notify_waiter_t* waiters;  // One per entry.
   size_t count;
-  bool queued;
-  hl_status_t status;
+  // Pairs not reached yet, plus one held while registering.
+  atomic_size_t pending;
+  atomic_bool queued;           // The callback is queued (once).
+  _Atomic(hl_status_t) status;  // The first failure seen.
   hl_fence_callback_t fn;
   void* user;
 };
@@ -174,8 +179,14 @@ struct hl_fence_notify_t {
 static void hl_fence_notify_finish(hl_work_t* work) {
   hl_fence_notify_t* n =
       (hl_fence_notify_t*)((char*)work - offsetof(hl_fence_notify_t, work));
-  n->fn(n->user, n->status);
-  hl_status_free(n->status);
+  // After this no notification runs on |n|: each ran, or is unregistered
+  // under its semaphore's lock.
+  for (size_t i = 0; i < n->count; ++i) {
+    hl_waiter_unregister(&n->waiters[i].base);
+  }
+  hl_status_t status = atomic_load(&n->status);
+  n->fn(n->user, status);
+  hl_status_free(status);
   for (size_t i = 0; i < n->count; ++i)
     hl_semaphore_release(n->entries[i].semaphore);
   hl_device_t* device = n->device;
@@ -183,39 +194,31 @@ static void hl_fence_notify_finish(hl_work_t* work) {
   hl_device_release(device);
 }
 
-// Re-evaluates every pair: queues the callback on a failure or when all are
-// reached, else (re)registers on each pending pair. Scheduler lock held.
-static void hl_fence_notify_advance_locked(hl_fence_notify_t* n) {
-  if (n->queued) return;
-  for (size_t i = 0; i < n->count; ++i) {
-    hl_semaphore_remove_waiter_locked(&n->waiters[i].base);
-  }
-  bool pending = false;
-  for (size_t i = 0; i < n->count; ++i) {
-    hl_semaphore_t* s = n->entries[i].semaphore;
-    hl_status_t failure = hl_semaphore_failure(s);
-    if (failure) {
-      n->status = hl_status_clone(failure);
-      pending = false;
-      break;
-    }
-    pending |= hl_semaphore_value(s) < n->entries[i].value;
-  }
-  if (!pending) {
-    n->queued = true;
+static void hl_fence_notify_queue(hl_fence_notify_t* n) {
+  if (!atomic_exchange(&n->queued, true)) {
     hl_device_enqueue_work(n->device, &n->work);
-    return;
-  }
-  for (size_t i = 0; i < n->count; ++i) {
-    hl_semaphore_t* s = n->entries[i].semaphore;
-    if (hl_semaphore_value(s) >= n->entries[i].value) continue;
-    n->waiters[i].base.value = n->entries[i].value;
-    hl_semaphore_add_waiter_locked(s, &n->waiters[i].base);
   }
 }
 
+// Records |failure| (borrowed) unless one is recorded.
+static void hl_fence_notify_record_failure(hl_fence_notify_t* n,
+                                           hl_status_t failure) {
+  hl_status_t copy = hl_status_clone(failure);
+  hl_status_t expected = NULL;
+  if (!atomic_compare_exchange_strong(&n->status, &expected, copy)) {
+    hl_status_free(copy);
+  }
+}
+
+// A waiter fired (its semaphore's lock held): reached or failed.
 static void hl_fence_notify_wake(hl_waiter_t* waiter) {
-  hl_fence_notify_advance_locked(((hl_fence_notify_waiter_t*)waiter)->owner);
+  hl_fence_notify_t* n = ((hl_fence_notify_waiter_t*)waiter)->owner;
+  hl_status_t failure = hl_semaphore_failure(waiter->semaphore);
+  if (failure) {
+    hl_fence_notify_record_failure(n, failure);
+    hl_fence_notify_queue(n);
+  }
+  if (atomic_fetch_sub(&n->pending, 1) == 1) hl_fence_notify_queue(n);
 }
 
 hl_status_t hl_fence_notify(const hl_fence_t* fence, hl_device_t* device,
@@ -242,9 +245,27 @@ hl_status_t hl_fence_notify(const hl_fence_t* fence, hl_device_t* device,
   n->fn = fn;
   n->user = user;
   n->work.fn = hl_fence_notify_finish;
-  hl_timeline_lock();
-  hl_fence_notify_advance_locked(n);
-  hl_timeline_unlock();
+  atomic_init(&n->pending, 1);
+  atomic_init(&n->queued, false);
+  atomic_init(&n->status, NULL);
+  for (size_t i = 0; i < count; ++i) {
+    hl_semaphore_t* s = n->entries[i].semaphore;
+    hl_semaphore_lock(s);
+    hl_status_t failure = hl_semaphore_failure(s);
+    if (failure) {
+      hl_semaphore_unlock(s);
+      hl_fence_notify_record_failure(n, failure);
+      break;
+    }
+    if (hl_semaphore_value(s) < n->entries[i].value) {
+      atomic_fetch_add(&n->pending, 1);
+      n->waiters[i].base.value = n->entries[i].value;
+      hl_semaphore_add_waiter_locked(s, &n->waiters[i].base);
+    }
+    hl_semaphore_unlock(s);
+  }
+  if (atomic_load(&n->status)) hl_fence_notify_queue(n);
+  if (atomic_fetch_sub(&n->pending, 1) == 1) hl_fence_notify_queue(n);
   return NULL;
 }
 

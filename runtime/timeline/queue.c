@@ -93,19 +93,23 @@ struct hl_queue_t {
   hl_semaphore_t* done;
   // Set with |failure|; read by gated work on the stream without the lock.
   atomic_bool failed;
-  // Written under the scheduler lock; read without it by
-  // hl_queue_submitted_value (a dealloca's check of its own timeline).
+  // Written under |mutex|; read without it by hl_queue_submitted_value (a
+  // dealloca's check of its own timeline).
   _Atomic uint64_t next_value;
-  // Scheduler lock for everything below.
+  // A pump is scheduled (set by any thread, with atomics only: waiter
+  // notifications run under a semaphore's lock; cleared under |mutex| by
+  // the pump that runs).
+  atomic_bool pump_scheduled;
+  // The queue's lock (timeline_internal.h) for everything below.
+  mtx_t mutex;
   hl_submission_t* pending_head;
   hl_submission_t* pending_tail;
   // Backpressure: issued and not completed, and not yet issued.
   uint32_t in_flight;
   uint64_t pending_count;
   bool head_parked;  // The head waits for a signal not yet submitted.
-  cnd_t space_cond;  // Submitters blocked on the depth limit.
+  cnd_t space_cond;  // Submitters blocked on the depth limit (|mutex|).
   uint32_t space_waiters;
-  bool pump_scheduled;
   // A thread is issuing this queue's submissions (outside the lock); other
   // pumps leave the queue to it, so the stream sees submissions in order.
   bool issuing;
@@ -118,7 +122,7 @@ struct hl_queue_t {
   // calls) in stream order, so no hipline code runs on HIP's thread.
   bool by_events;
   thrd_t completer;
-  mtx_t completer_mutex;  // Leaf: taken under the scheduler lock.
+  mtx_t completer_mutex;  // Leaf: taken under the queue's lock.
   cnd_t completer_cond;
   hl_submission_t* completer_head;
   hl_submission_t* completer_tail;
@@ -247,14 +251,17 @@ static hl_status_t hl_submission_gate_check(void* user) {
   return NULL;
 }
 
-static void hl_queue_schedule_pump_locked(hl_queue_t* queue);
+static void hl_queue_lock(hl_queue_t* queue) { mtx_lock(&queue->mutex); }
+static void hl_queue_unlock(hl_queue_t* queue) { mtx_unlock(&queue->mutex); }
+
+static void hl_queue_schedule_pump(hl_queue_t* queue);
 
 // Wakes submitters blocked on the depth limit to look again. Never blocks.
 static void hl_queue_wake_submitters_locked(hl_queue_t* queue) {
   if (queue->space_waiters) cnd_broadcast(&queue->space_cond);
 }
 
-// A submission left the stream. Scheduler lock held (safe from a host
+// A submission left the stream. The queue's lock held (safe from a host
 // function: it only signals a condition variable). Submitters blocked on
 // the depth limit are woken once an eighth of the depth is free, not at
 // every completion: woken one at a time, a submitter and the stream move in
@@ -273,26 +280,27 @@ static void hl_queue_note_completion_locked(hl_queue_t* queue) {
 // Fails |queue| with |status| (consumed): its timeline fails, and the
 // submissions not yet issued are failed too (the pump issues them as
 // cancelled, which fails their signals in order). Work already on the stream
-// is cancelled by its gate. Scheduler lock held.
+// is cancelled by its gate. The queue's lock held.
 static void hl_queue_fail_locked(hl_queue_t* queue, hl_status_t status) {
   if (!queue->failure) {
     queue->failure = hl_status_clone(status);
     atomic_store(&queue->failed, true);
   }
-  hl_semaphore_fail_locked(queue->timeline, status);
+  hl_semaphore_fail_unlocked(queue->timeline, status);
   hl_queue_wake_submitters_locked(queue);  // They fail fast now.
   if (!queue->pending_head) return;
   for (hl_submission_t* p = queue->pending_head; p; p = p->next) {
     hl_submission_fail(p, hl_status_clone(queue->failure), false);
   }
-  hl_queue_schedule_pump_locked(queue);
+  hl_queue_schedule_pump(queue);
 }
 
 // Publishes the outcome of |sub|, which has finished on the stream. Runs on
 // the stream (a backend host function) or on the queue's completer thread,
 // which passes the reference it held on the submission's event in |held|
-// (dropped under the same lock, so that once the queue's done value is
-// visible the event is back in the pool).
+// (dropped before the queue's done value is signalled, so that once it is
+// visible the event is back in the pool). The queue's lock held; each
+// semaphore's lock is taken in turn.
 static void hl_submission_publish_outcome_locked(hl_submission_t* sub,
                                                  hl_shared_event_t* held) {
   hl_queue_t* queue = sub->queue;
@@ -303,27 +311,27 @@ static void hl_submission_publish_outcome_locked(hl_submission_t* sub,
   hl_status_t failure = atomic_load(&sub->failure);
   for (size_t i = 0; i < sub->signal_count; ++i) {
     if (failure) {
-      hl_semaphore_fail_locked(sub->signals[i].semaphore,
-                               hl_status_clone(failure));
+      hl_semaphore_fail_unlocked(sub->signals[i].semaphore,
+                                 hl_status_clone(failure));
     } else {
-      hl_semaphore_signal_locked(sub->signals[i].semaphore,
-                                 sub->signals[i].value);
+      hl_semaphore_signal_unlocked(sub->signals[i].semaphore,
+                                   sub->signals[i].value);
     }
   }
   if (failure) ++queue->stats.failed;
   if (failure && atomic_load(&sub->fail_queue)) {
     hl_queue_fail_locked(queue, hl_status_clone(failure));
   } else {
-    hl_semaphore_signal_locked(queue->timeline, sub->value);
+    hl_semaphore_signal_unlocked(queue->timeline, sub->value);
   }
-  if (held) hl_shared_event_drop_locked(held);
-  hl_semaphore_signal_locked(queue->done, sub->value);
+  if (held) hl_shared_event_drop(held);
+  hl_semaphore_signal_unlocked(queue->done, sub->value);
   hl_queue_note_completion_locked(queue);
 }
 
 // The issuer whose completion launch is running right now on this thread
 // (runtime work on an idle stream): that completion leaves its publication
-// to the issuer's step 3, under the lock the issuer takes anyway.
+// to the issuer's step 3, under the queue lock the issuer takes anyway.
 static _Thread_local hl_submission_t* hl_issuing_completion_;
 
 static void hl_submission_complete_dropping(hl_submission_t* sub,
@@ -336,9 +344,9 @@ static void hl_submission_complete_dropping(hl_submission_t* sub,
   hl_device_reserve_work(queue->device);
   hl_pump_sink_t sink;
   bool sink_owner = hl_pump_sink_open(&sink);
-  hl_timeline_lock();
+  hl_queue_lock(queue);
   hl_submission_publish_outcome_locked(sub, held);
-  hl_timeline_unlock();
+  hl_queue_unlock(queue);
   atomic_store(&sub->completion_reserved, true);
   if (atomic_fetch_sub(&sub->refs, 1) == 1) {
     hl_device_t* device = queue->device;  // Held by |sub|'s queue until now.
@@ -383,9 +391,9 @@ static void hl_gated_thunk(void* user) {
   if (atomic_load(&queue->failed)) {
     // A failed queue runs nothing more, including work issued before it
     // failed: the submission is cancelled with the queue's status.
-    hl_timeline_lock();
+    hl_queue_lock(queue);
     hl_status_t failure = hl_status_clone(queue->failure);
-    hl_timeline_unlock();
+    hl_queue_unlock(queue);
     hl_submission_fail(gate->submission, failure, false);
     return;
   }
@@ -428,20 +436,21 @@ hl_status_t hl_issue_enqueue_gated(hl_issue_ctx_t* ctx, hl_gated_t* storage,
 }
 
 // Issuing a submission takes three steps, so that no backend call runs
-// under the scheduler lock (a full HIP stream, or a slow driver, would stall
-// every queue and every completion otherwise):
-//   1. plan (lock held): elide the waits that are covered, pick the device
-//      timepoint of every other wait (its shared event is held), take a
-//      pooled event for the signals;
+// under the queue's lock (a full HIP stream, or a slow driver, would stall
+// the queue's completions otherwise):
+//   1. plan (the queue's lock held): elide the waits that are covered, pick
+//      the device timepoint of every other wait (its shared event is held,
+//      taken under that semaphore's lock);
 //   2. issue (no lock): stream waits, gate, ops, the completion callback and
-//      the event record, in stream order; only this queue's issuer touches
-//      its stream (hl_queue_t.issuing);
-//   3. publish (lock held): release the held events, attach the signals'
-//      device timepoints (which wakes queues parked on them) and raise the
-//      frontier.
-// Lock order: the scheduler lock is never held across a backend call; the
-// backend's own locks (stream, pool, event) are leaves.
-// Step 1. Scheduler lock held.
+//      (unless the completion already ran) a pooled event recorded for the
+//      signals, in stream order; only this queue's issuer touches its
+//      stream (hl_queue_t.issuing);
+//   3. publish (the queue's lock held): release the held events, attach the
+//      signals' device timepoints (which wakes queues parked on them) and
+//      raise the frontier.
+// No lock is held across a backend call; the backend's own locks (stream,
+// pool, event) are leaves.
+// Step 1. The queue's lock held.
 static void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
                                        hl_issue_plan_t* plan) {
   memset(plan, 0, sizeof(*plan));
@@ -494,8 +503,30 @@ static void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
         ++queue->stats.waits_elided;
         continue;
       }
+      // The pump saw this wait reached or issued without the semaphore's
+      // lock; since then it may have been reached (its timepoints dropped)
+      // or failed: look again under the lock.
+      hl_semaphore_lock(s);
+      hl_status_t failure = hl_semaphore_failure(s);
+      if (failure) {
+        hl_semaphore_unlock(s);
+        hl_submission_fail(
+            sub,
+            hl_status_annotate(hl_status_clone(failure),
+                               "queue %u submission %llu waited on a failed "
+                               "semaphore",
+                               queue->id, (unsigned long long)sub->value),
+            false);
+        break;
+      }
+      if (hl_semaphore_value(s) >= v) {
+        hl_semaphore_unlock(s);
+        ++queue->stats.waits_elided;
+        continue;
+      }
       hl_timepoint_t* tp = hl_semaphore_find_timepoint_locked(s, v);
       if (!tp) {
+        hl_semaphore_unlock(s);
         // The pump only issues when every wait is reached or has a device
         // timepoint; anything else is a bug worth a loud status.
         hl_submission_fail(
@@ -506,18 +537,33 @@ static void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
             true);
         break;
       }
-      ++tp->shared->refs;  // Held until the wait is issued.
-      plan->waits[plan->wait_count++] = tp->shared;
+      hl_shared_event_t* shared = tp->shared;
+      uint64_t reached = tp->value;
+      // Held until the wait is issued.
+      atomic_fetch_add_explicit(&shared->refs, 1, memory_order_relaxed);
+      hl_semaphore_unlock(s);
+      plan->waits[plan->wait_count++] = shared;
       ++queue->stats.waits_issued;
-      hl_frontier_raise(queue, s->id, tp->value);
+      hl_frontier_raise(queue, s->id, reached);
     }
   }
-  // One pooled event backs every signal's timepoint (created in step 2 when
-  // the pool is empty).
-  hl_device_t* device = queue->device;
-  if (device->free_event_count) {
-    plan->event = device->free_events[--device->free_event_count];
+}
+
+// The event that backs a submission's signals (or marks a host step): a
+// pooled one, or a new one. No lock held.
+static hl_status_t hl_issue_acquire_event(hl_device_t* device,
+                                          hl_issue_plan_t* plan) {
+  if (plan->event) return NULL;
+  plan->event = hl_device_take_event(device);
+  if (plan->event) return NULL;
+  hl_backend_t* backend = device->backend;
+  hl_status_t st = backend->vtable->event_create(backend, &plan->event);
+  if (st) {
+    plan->event = NULL;
+    return st;
   }
+  atomic_fetch_add(&device->live_events, 1);
+  return NULL;
 }
 
 static void hl_queue_completer_push(hl_queue_t* queue, hl_submission_t* sub);
@@ -534,14 +580,7 @@ static void hl_queue_suspend_issue_unlocked(hl_queue_t* queue,
   hl_status_t st = NULL;
   // The submission's own event marks the step; it is recorded again at the
   // end of the submission, after the completer has waited on it here.
-  if (!plan->event) {
-    st = backend->vtable->event_create(backend, &plan->event);
-    if (st) {
-      plan->event = NULL;
-    } else {
-      atomic_fetch_add(&device->live_events, 1);
-    }
-  }
+  st = hl_issue_acquire_event(device, plan);
   if (!st)
     st = backend->vtable->event_record(backend, plan->event, queue->stream);
   sub->step_event = st ? NULL : plan->event;
@@ -616,10 +655,7 @@ static bool hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
     }
     if (plan->completed_at_issue) return false;
   }
-  if (!plan->event) {
-    plan->event_failure = backend->vtable->event_create(backend, &plan->event);
-    if (!plan->event_failure) atomic_fetch_add(&device->live_events, 1);
-  }
+  plan->event_failure = hl_issue_acquire_event(device, plan);
   if (!plan->event_failure) {
     plan->event_failure =
         backend->vtable->event_record(backend, plan->event, queue->stream);
@@ -628,7 +664,8 @@ static bool hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
 }
 
 // Gives |sub|'s signals the device timepoint of its event, so other queues
-// can wait for them on the device (part of step 3).
+// can wait for them on the device (part of step 3; the queue's lock held,
+// each semaphore's taken in turn).
 static void hl_queue_attach_signals_locked(hl_queue_t* queue,
                                            hl_submission_t* sub,
                                            hl_issue_plan_t* plan) {
@@ -652,26 +689,30 @@ static void hl_queue_attach_signals_locked(hl_queue_t* queue,
       hl_semaphore_t* s =
           i < sub->signal_count ? sub->signals[i].semaphore : queue->timeline;
       uint64_t v = i < sub->signal_count ? sub->signals[i].value : sub->value;
-      if (hl_semaphore_value(s) >= v || hl_semaphore_failure(s)) continue;
-      // On failure the value is simply reached later on the host side.
-      hl_status_ignore(hl_semaphore_add_timepoint_locked(s, v, shared));
+      hl_semaphore_lock(s);
+      if (hl_semaphore_value(s) < v && !hl_semaphore_failure(s)) {
+        // On failure the value is simply reached later on the host side.
+        hl_status_ignore(hl_semaphore_add_timepoint_locked(s, v, shared));
+      }
+      hl_semaphore_unlock(s);
     }
     if (queue->by_events) {
-      ++shared->refs;  // The completer's, until it has waited on the event.
+      // The completer's, until it has waited on the event.
+      atomic_fetch_add_explicit(&shared->refs, 1, memory_order_relaxed);
       sub->completer_event = shared;
       hl_queue_completer_push(queue, sub);
     }
-    hl_shared_event_drop_locked(shared);
+    hl_shared_event_drop(shared);
   }
 }
 
-// Step 3. Scheduler lock held. Drops the issuer's reference to |sub|.
+// Step 3. The queue's lock held. Drops the issuer's reference to |sub|.
 static void hl_queue_publish_issue_locked(hl_queue_t* queue,
                                           hl_submission_t* sub,
                                           hl_issue_plan_t* plan) {
   hl_device_t* device = queue->device;
   for (size_t i = 0; i < plan->wait_count; ++i) {
-    hl_shared_event_drop_locked(plan->waits[i]);
+    hl_shared_event_drop(plan->waits[i]);
   }
   if (plan->waits != plan->inline_waits) free(plan->waits);
   hl_status_t st = plan->completion_failure;
@@ -681,11 +722,12 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
     if (plan->event) hl_device_recycle_event(device, plan->event);
     hl_submission_fail(sub, hl_status_clone(st), true);
     for (size_t i = 0; i < sub->signal_count; ++i) {
-      hl_semaphore_fail_locked(sub->signals[i].semaphore, hl_status_clone(st));
+      hl_semaphore_fail_unlocked(sub->signals[i].semaphore,
+                                 hl_status_clone(st));
     }
     ++queue->stats.failed;
     hl_queue_fail_locked(queue, hl_status_annotate(st, "queue %u", queue->id));
-    hl_semaphore_signal_locked(queue->done, sub->value);
+    hl_semaphore_signal_unlocked(queue->done, sub->value);
     hl_queue_note_completion_locked(queue);
     hl_submission_unref(sub);  // The completion's: it will never run.
     hl_submission_unref(sub);
@@ -708,17 +750,17 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
   hl_device_unreserve_work(device);
 }
 
-static void hl_queue_schedule_pump_locked(hl_queue_t* queue);
-
+// Under the semaphore's lock: atomics and the work queue only.
 static void hl_submission_park_notify(hl_waiter_t* waiter) {
   hl_submission_t* sub = ((hl_park_waiter_t*)waiter)->submission;
-  hl_queue_schedule_pump_locked(sub->queue);
+  hl_queue_schedule_pump(sub->queue);
 }
 
+// The queue's lock held; takes each watched semaphore's lock in turn.
 static void hl_submission_unpark_locked(hl_submission_t* sub) {
   if (!sub->parks) return;
   for (size_t i = 0; i < sub->wait_count; ++i) {
-    hl_semaphore_remove_waiter_locked(&sub->parks[i].base);
+    hl_waiter_unregister(&sub->parks[i].base);
   }
 }
 
@@ -729,13 +771,23 @@ static bool hl_submission_wait_issuable(hl_queue_t* queue, hl_submission_t* sub,
   hl_semaphore_t* s = sub->waits[i].semaphore;
   uint64_t v = sub->waits[i].value;
   return hl_semaphore_value(s) >= v || s == queue->timeline ||
-         hl_frontier_get(queue, s->id) >= v || s->issued_value >= v;
+         hl_frontier_get(queue, s->id) >= v ||
+         hl_semaphore_issued_value(s) >= v;
 }
+
+typedef enum hl_park_result_e {
+  HL_PARKED,      // Watching: a signal or failure schedules the pump.
+  HL_PARK_RETRY,  // Became issuable (or failed) meanwhile: look again.
+  HL_PARK_FAILED  // Out of memory: the submission is failed.
+} hl_park_result_t;
 
 // Parks |sub| (the head of |queue|): watches each wait not yet reached, for
 // its signal to be issued or, when it is already issued, for a failure.
-// Returns false when it cannot (out of memory: the submission is failed).
-static bool hl_submission_park_locked(hl_queue_t* queue, hl_submission_t* sub) {
+// Each wait is looked at again under its semaphore's lock as it is
+// registered, so a signal issued since the pump looked is not missed. The
+// queue's lock held.
+static hl_park_result_t hl_submission_park_locked(hl_queue_t* queue,
+                                                  hl_submission_t* sub) {
   if (!sub->parks) {
     sub->parks = calloc(sub->wait_count, sizeof(*sub->parks));
     if (!sub->parks) {
@@ -746,9 +798,10 @@ static bool hl_submission_park_locked(hl_queue_t* queue, hl_submission_t* sub) {
                          queue->id, (unsigned long long)sub->value,
                          sub->wait_count),
           false);
-      return false;
+      return HL_PARK_FAILED;
     }
   }
+  bool blocked = false;
   for (size_t i = 0; i < sub->wait_count; ++i) {
     hl_semaphore_t* s = sub->waits[i].semaphore;
     uint64_t v = sub->waits[i].value;
@@ -756,6 +809,11 @@ static bool hl_submission_park_locked(hl_queue_t* queue, hl_submission_t* sub) {
     hl_park_waiter_t* w = &sub->parks[i];
     w->submission = sub;
     w->base.notify = hl_submission_park_notify;
+    hl_semaphore_lock(s);
+    if (hl_semaphore_failure(s)) {
+      hl_semaphore_unlock(s);
+      return HL_PARK_RETRY;  // The pump fails the submission.
+    }
     if (hl_submission_wait_issuable(queue, sub, i)) {
       // Issued elsewhere: only its failure matters while parked.
       w->base.value = UINT64_MAX;
@@ -763,15 +821,17 @@ static bool hl_submission_park_locked(hl_queue_t* queue, hl_submission_t* sub) {
     } else {
       w->base.value = v;
       w->base.on_issue = true;
+      blocked = true;
     }
     hl_semaphore_add_waiter_locked(s, &w->base);
+    hl_semaphore_unlock(s);
   }
-  return true;
+  return blocked ? HL_PARKED : HL_PARK_RETRY;
 }
 
 // Issues pending submissions of |queue| unless another thread is at it.
-// Scheduler lock held (released and retaken while issuing: callers must not
-// keep state across the call).
+// The queue's lock held (released and retaken while issuing: callers must
+// not keep state across the call).
 static bool hl_queue_pump_issue_locked(hl_queue_t* queue);
 static void hl_queue_pump_locked(hl_queue_t* queue) {
   // The issuer releases the lock while it issues; it picks up whatever is
@@ -783,7 +843,7 @@ static void hl_queue_pump_locked(hl_queue_t* queue) {
 }
 
 // Issues pending submissions in order until one must wait for a signal that
-// has not been submitted. Scheduler lock held; released while issuing.
+// has not been submitted. The queue's lock held; released while issuing.
 // Returns true when issuing stopped at a host step: the queue's completer
 // thread now holds the issuer's role.
 static bool hl_queue_pump_issue_locked(hl_queue_t* queue) {
@@ -808,8 +868,12 @@ static bool hl_queue_pump_issue_locked(hl_queue_t* queue) {
         issuable &= hl_submission_wait_issuable(queue, sub, i);
       }
       // Wait-before-signal: park until every signal is issued (or one of the
-      // waits fails).
-      if (!issuable && hl_submission_park_locked(queue, sub)) {
+      // waits fails). A submission that cannot park (out of memory) is
+      // failed and issued as cancelled.
+      hl_park_result_t parked =
+          issuable ? HL_PARK_FAILED : hl_submission_park_locked(queue, sub);
+      if (!issuable && parked == HL_PARK_RETRY) continue;  // Look again.
+      if (!issuable && parked == HL_PARKED) {
         if (!sub->parked_once) {
           sub->parked_once = true;
           ++queue->stats.parked;
@@ -827,9 +891,9 @@ static bool hl_queue_pump_issue_locked(hl_queue_t* queue) {
     sub->next = NULL;
     --queue->pending_count;
     hl_queue_plan_issue_locked(queue, sub, &sub->plan);
-    hl_timeline_unlock();
+    hl_queue_unlock(queue);
     bool suspended = hl_queue_issue_unlocked(queue, sub, &sub->plan);
-    hl_timeline_lock();
+    hl_queue_lock(queue);
     if (suspended) return true;
     hl_queue_publish_issue_locked(queue, sub, &sub->plan);
   }
@@ -920,10 +984,10 @@ static void hl_queue_completer_run(hl_queue_t* queue, hl_submission_t* sub) {
   // Take the issuer's role back up where it stopped.
   hl_device_reserve_work(queue->device);
   if (hl_queue_issue_unlocked(queue, sub, &sub->plan)) return;
-  hl_timeline_lock();
+  hl_queue_lock(queue);
   hl_queue_publish_issue_locked(queue, sub, &sub->plan);
   if (!hl_queue_pump_issue_locked(queue)) queue->issuing = false;
-  hl_timeline_unlock();
+  hl_queue_unlock(queue);
 }
 
 static int hl_queue_completer_main(void* arg) {
@@ -950,10 +1014,10 @@ static int hl_queue_completer_main(void* arg) {
 static void hl_queue_pump_work(hl_work_t* work) {
   hl_queue_t* queue =
       (hl_queue_t*)((char*)work - offsetof(hl_queue_t, pump_work));
-  hl_timeline_lock();
-  queue->pump_scheduled = false;
+  hl_queue_lock(queue);
+  atomic_store(&queue->pump_scheduled, false);
   hl_queue_pump_locked(queue);
-  hl_timeline_unlock();
+  hl_queue_unlock(queue);
   hl_queue_release(queue);
 }
 
@@ -982,10 +1046,10 @@ bool hl_pump_sink_open(hl_pump_sink_t* sink) {
 // drops it.
 static void hl_queue_run_sunk_pump(hl_queue_t* queue) {
   hl_device_t* device = queue->device;
-  hl_timeline_lock();
-  queue->pump_scheduled = false;
+  hl_queue_lock(queue);
+  atomic_store(&queue->pump_scheduled, false);
   hl_queue_pump_locked(queue);
-  hl_timeline_unlock();
+  hl_queue_unlock(queue);
   if (!hl_queue_release_unless_last(queue)) {
     // The last reference: nobody can schedule a pump on it any more, so its
     // pump work item is free to carry the release.
@@ -1012,9 +1076,10 @@ void hl_pump_sink_close(hl_pump_sink_t* sink) {
   }
 }
 
-static void hl_queue_schedule_pump_locked(hl_queue_t* queue) {
-  if (queue->pump_scheduled) return;
-  queue->pump_scheduled = true;
+// Any thread, any lock: atomics, this thread's sink and the work queue only
+// (it runs in waiter notifications, under a semaphore's lock).
+static void hl_queue_schedule_pump(hl_queue_t* queue) {
+  if (atomic_exchange(&queue->pump_scheduled, true)) return;
   hl_queue_retain(queue);
   hl_pump_sink_t* sink = hl_pump_sink_;
   if (sink && sink->count < HL_PUMP_SINK_CAPACITY) {
@@ -1088,7 +1153,14 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
   queue->device = device;
   queue->id = atomic_fetch_add(&device->next_queue_id, 1);
   atomic_init(&queue->failed, false);
+  atomic_init(&queue->pump_scheduled, false);
+  if (mtx_init(&queue->mutex, mtx_plain) != thrd_success) {
+    hl_allocator_free(device->host_allocator, queue);
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "creating a queue's mutex");
+  }
   if (cnd_init(&queue->space_cond) != thrd_success) {
+    mtx_destroy(&queue->mutex);
     hl_allocator_free(device->host_allocator, queue);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "creating a queue's condition variable");
@@ -1117,7 +1189,7 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
     }
   }
   if (!st) {
-    hl_timeline_lock();
+    hl_device_lock(device);
     if (device->queue_count == device->queue_capacity) {
       uint32_t capacity =
           device->queue_capacity ? device->queue_capacity * 2 : 8;
@@ -1132,7 +1204,7 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
     } else {
       st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED, "registering a queue");
     }
-    hl_timeline_unlock();
+    hl_device_unlock(device);
     if (st) {
       hl_queue_stop_completer(queue);
       device->backend->vtable->stream_destroy(device->backend, queue->stream);
@@ -1142,6 +1214,7 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
   }
   if (st) {
     cnd_destroy(&queue->space_cond);
+    mtx_destroy(&queue->mutex);
     hl_allocator_free(device->host_allocator, queue);
     return hl_status_annotate(st, "creating a queue on device %d",
                               device->props.ordinal);
@@ -1165,14 +1238,14 @@ void hl_queue_release(hl_queue_t* queue) {
   if (!queue) return;
   // Fast path: not the last reference.
   if (hl_ref_drop_unless_last(&queue->ref_count)) return;
-  // The last reference goes under the scheduler lock, together with the
+  // The last reference goes under the device's mutex, together with the
   // queue's entry in its device, so hl_device_snapshot_queues (which retains
-  // under the same lock) never picks up a dying queue.
+  // under the same mutex) never picks up a dying queue.
   hl_device_t* device = queue->device;
-  hl_timeline_lock();
+  hl_device_lock(device);
   if (atomic_fetch_sub_explicit(&queue->ref_count, 1, memory_order_acq_rel) !=
       1) {
-    hl_timeline_unlock();
+    hl_device_unlock(device);
     return;
   }
   for (uint32_t i = 0; i < device->queue_count; ++i) {
@@ -1181,7 +1254,7 @@ void hl_queue_release(hl_queue_t* queue) {
       break;
     }
   }
-  hl_timeline_unlock();
+  hl_device_unlock(device);
   // Submissions retain their queue, so nothing is pending or in flight here
   // except the tail of the stream (the event record after a completion).
   hl_queue_stop_completer(queue);
@@ -1190,6 +1263,7 @@ void hl_queue_release(hl_queue_t* queue) {
   hl_semaphore_release(queue->done);
   hl_status_free(queue->failure);
   cnd_destroy(&queue->space_cond);
+  mtx_destroy(&queue->mutex);
   hl_allocator_free(device->host_allocator, queue);
   hl_device_release(device);
 }
@@ -1215,20 +1289,21 @@ uint64_t hl_queue_submitted_value(hl_queue_t* queue) {
 // Whether a new submission must wait for room: the queue can make progress
 // on its own (its head is not parked on a signal nobody has submitted, which
 // only another submission can provide) and holds |depth| submissions that
-// are issued or ready to issue. Scheduler lock held.
+// are issued or ready to issue. The queue's lock held.
 static bool hl_queue_full_locked(const hl_queue_t* queue) {
   return !queue->head_parked &&
          (uint64_t)queue->in_flight + queue->pending_count >=
              queue->device->queue_depth;
 }
 
-// Waits (the scheduler lock is released meanwhile) until the queue has room,
+// Waits (the queue's lock is released meanwhile) until the queue has room,
 // fails, or |deadline| passes. Returns false on the deadline.
 static bool hl_queue_wait_space_locked(hl_queue_t* queue, hl_time_t deadline) {
   bool ok = true;
   ++queue->space_waiters;
   while (!queue->failure && hl_queue_full_locked(queue)) {
-    if (hl_timeline_cond_wait(&queue->space_cond, deadline) == thrd_timedout &&
+    if (hl_cnd_wait_until(&queue->space_cond, &queue->mutex, deadline) ==
+            thrd_timedout &&
         !queue->failure && hl_queue_full_locked(queue)) {
       ok = false;
       break;
@@ -1267,11 +1342,15 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   size_t waits = hl_fence_count(wait_fence),
          signals = hl_fence_count(signal_fence);
   for (size_t i = 0; i < signals; ++i) {
-    if (signal_fence->entries[i].semaphore == queue->timeline) {
+    // A queue's timeline is signalled by its queue only, in order (and
+    // under that queue's lock, which its fast path relies on).
+    if (signal_fence->entries[i].semaphore->queue_owned) {
       hl_status_t st = HL_MAKE_STATUS(
           HL_STATUS_INVALID_ARGUMENT,
-          "queue %u: a submission may not signal the queue's own timeline",
-          queue->id);
+          "queue %u: a submission may not signal %s timeline", queue->id,
+          signal_fence->entries[i].semaphore == queue->timeline
+              ? "the queue's own"
+              : "another queue's");
       hl_ops_release_all(ops, st);
       HL_TRACE_ZONE_END(zone);
       return st;
@@ -1330,7 +1409,7 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   // submissions) run here, once the lock is let go.
   hl_pump_sink_t sink;
   bool sink_owner = hl_pump_sink_open(&sink);
-  hl_timeline_lock();
+  hl_queue_lock(queue);
   if (!queue->failure && hl_queue_full_locked(queue) &&
       !hl_device_on_runtime_thread(queue->device)) {
     // Backpressure, as a full HIP stream blocks the host. The runtime's own
@@ -1345,12 +1424,12 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
     // A failed queue runs nothing more; its signals fail with its status.
     hl_status_t failure = hl_status_clone(queue->failure);
     for (size_t i = 0; i < signals; ++i) {
-      hl_semaphore_fail_locked(sub->signals[i].semaphore,
-                               hl_status_clone(failure));
+      hl_semaphore_fail_unlocked(sub->signals[i].semaphore,
+                                 hl_status_clone(failure));
     }
     hl_submission_fail(sub, hl_status_clone(failure), false);
     hl_device_enqueue_work(queue->device, &sub->work);
-    hl_timeline_unlock();
+    hl_queue_unlock(queue);
     if (sink_owner) hl_pump_sink_close(&sink);
     HL_TRACE_ZONE_END(zone);
     return hl_status_annotate(failure, "queue %u has failed", queue->id);
@@ -1370,8 +1449,8 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   for (hl_op_t* op = ops; op; op = op->next) {
     if (op->vtable->on_submit) op->vtable->on_submit(op, queue, sub->value);
   }
-  if (!queue->pump_scheduled) hl_queue_pump_locked(queue);
-  hl_timeline_unlock();
+  if (!atomic_load(&queue->pump_scheduled)) hl_queue_pump_locked(queue);
+  hl_queue_unlock(queue);
   if (sink_owner) hl_pump_sink_close(&sink);
   HL_TRACE_ZONE_END(zone);
   return NULL;
@@ -1382,10 +1461,10 @@ hl_status_t hl_queue_wait_capacity(hl_queue_t* queue, hl_time_t deadline) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_queue_wait_capacity: queue is NULL");
   }
-  hl_timeline_lock();
+  hl_queue_lock(queue);
   bool full = !queue->failure && hl_queue_full_locked(queue);
   if (full && hl_device_on_runtime_thread(queue->device)) {
-    hl_timeline_unlock();
+    hl_queue_unlock(queue);
     return NULL;  // Submissions from the runtime's threads never block.
   }
   if (full) {
@@ -1395,7 +1474,7 @@ hl_status_t hl_queue_wait_capacity(hl_queue_t* queue, hl_time_t deadline) {
   hl_status_t st = hl_status_clone(queue->failure);
   uint32_t in_flight = queue->in_flight;
   uint64_t pending = queue->pending_count;
-  hl_timeline_unlock();
+  hl_queue_unlock(queue);
   if (st) return hl_status_annotate(st, "queue %u has failed", queue->id);
   if (full) {
     return HL_MAKE_STATUS(HL_STATUS_DEADLINE_EXCEEDED,
@@ -1511,19 +1590,19 @@ void hl_queue_drain(hl_queue_t* queue) {
     // signal nobody has submitted (it may never come). Whether the head
     // parks is only known once the issuer reaches it, so look again every
     // millisecond.
-    hl_timeline_lock();
+    hl_queue_lock(queue);
     uint64_t target =
         atomic_load_explicit(&queue->next_value, memory_order_relaxed);
-    hl_timeline_unlock();
+    hl_queue_unlock(queue);
     for (;;) {
-      hl_timeline_lock();
+      hl_queue_lock(queue);
       uint64_t limit = target;
       if (queue->head_parked && queue->pending_head &&
           queue->pending_head->value - 1 < limit) {
         limit = queue->pending_head->value - 1;
       }
       bool reached = hl_semaphore_value(queue->done) >= limit;
-      hl_timeline_unlock();
+      hl_queue_unlock(queue);
       if (reached) break;
       hl_status_ignore(hl_semaphore_wait(
           queue->done, limit, hl_deadline_after((hl_duration_t)1000000)));
@@ -1537,19 +1616,19 @@ hl_status_t hl_queue_status(hl_queue_t* queue) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_queue_status: queue is NULL");
   }
-  hl_timeline_lock();
+  hl_queue_lock(queue);
   hl_status_t st = hl_status_clone(queue->failure);
-  hl_timeline_unlock();
+  hl_queue_unlock(queue);
   return st;
 }
 
 void hl_queue_stats(hl_queue_t* queue, hl_queue_stats_t* out_stats) {
   if (!queue || !out_stats) return;
-  hl_timeline_lock();
+  hl_queue_lock(queue);
   *out_stats = queue->stats;
   out_stats->submitted_value =
       atomic_load_explicit(&queue->next_value, memory_order_relaxed);
-  hl_timeline_unlock();
+  hl_queue_unlock(queue);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1559,11 +1638,11 @@ void hl_queue_stats(hl_queue_t* queue, hl_queue_stats_t* out_stats) {
 hl_status_t hl_device_snapshot_queues(hl_device_t* device,
                                       hl_queue_t*** out_queues,
                                       uint32_t* out_count) {
-  hl_timeline_lock();
+  hl_device_lock(device);
   uint32_t count = device->queue_count;
   hl_queue_t** queues = count ? malloc(count * sizeof(*queues)) : NULL;
   if (count && !queues) {
-    hl_timeline_unlock();
+    hl_device_unlock(device);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "snapshotting %u queues", count);
   }
@@ -1571,7 +1650,7 @@ hl_status_t hl_device_snapshot_queues(hl_device_t* device,
     queues[i] = device->queues[i];
     hl_queue_retain(queues[i]);
   }
-  hl_timeline_unlock();
+  hl_device_unlock(device);
   *out_queues = queues;
   *out_count = count;
   return NULL;

@@ -1,33 +1,12 @@
-// The scheduler: the process-wide timeline lock and each device's work
-// thread (the "completion thread"), which runs deferred work in order, never
-// on a stream callback, so the work may call into the backend and release
-// objects.
+// The scheduler: each device's work thread (the "completion thread"), which
+// runs deferred work in order, never on a stream callback, so the work may
+// call into the backend and release objects.
 
 #include <stdlib.h>
 
 #include "runtime/base/spin.h"
 #include "runtime/base/time_util.h"
 #include "runtime/timeline/timeline_internal.h"
-
-//===----------------------------------------------------------------------===//
-// Scheduler lock
-//===----------------------------------------------------------------------===//
-
-static mtx_t hl_timeline_mutex_;
-static once_flag hl_timeline_once_ = ONCE_FLAG_INIT;
-
-static void hl_timeline_init(void) { mtx_init(&hl_timeline_mutex_, mtx_plain); }
-
-void hl_timeline_lock(void) {
-  call_once(&hl_timeline_once_, hl_timeline_init);
-  hl_mutex_lock(&hl_timeline_mutex_);
-}
-
-void hl_timeline_unlock(void) { mtx_unlock(&hl_timeline_mutex_); }
-
-int hl_timeline_cond_wait(cnd_t* cond, hl_time_t deadline) {
-  return hl_cnd_wait_until(cond, &hl_timeline_mutex_, deadline);
-}
 
 //===----------------------------------------------------------------------===//
 // Work thread

@@ -30,11 +30,16 @@ hl_status_t hl_semaphore_create(uint64_t initial_value,
   HL_RETURN_IF_ERROR(
       hl_recycler_alloc(&hl_semaphore_recycler_, host_allocator, (void**)&s),
       "creating a semaphore");
+  if (mtx_init(&s->mutex, mtx_plain) != thrd_success) {
+    hl_recycler_free(&hl_semaphore_recycler_, s);
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "creating a semaphore's mutex");
+  }
   atomic_init(&s->ref_count, 1);
   s->id = atomic_fetch_add(&hl_next_semaphore_id_, 1);
   atomic_init(&s->value, initial_value);
   atomic_init(&s->failure, NULL);
-  s->issued_value = initial_value;
+  atomic_init(&s->issued_value, initial_value);
   *out_semaphore = s;
   return NULL;
 }
@@ -50,7 +55,7 @@ static void hl_semaphore_drop_timepoints_locked(hl_semaphore_t* s,
     hl_timepoint_t* tp = s->timepoints;
     s->timepoints = tp->next;
     if (s->timepoints) s->timepoints->prev = NULL;
-    hl_shared_event_drop_locked(tp->shared);
+    hl_shared_event_drop(tp->shared);
     hl_recycler_free(&hl_timepoint_recycler_, tp);
   }
   if (!s->timepoints) s->timepoints_tail = NULL;
@@ -67,13 +72,11 @@ void hl_semaphore_release(hl_semaphore_t* semaphore) {
                                 memory_order_acq_rel) != 1) {
     return;
   }
-  if (semaphore->timepoints) {
-    // Work signalling this semaphore is still in flight: its completion holds
-    // no reference, so recycle the events now; nobody can wait on them.
-    hl_timeline_lock();
-    hl_semaphore_drop_timepoints_locked(semaphore, UINT64_MAX);
-    hl_timeline_unlock();
-  }
+  // Nobody else holds it, so no lock: work signalling this semaphore may
+  // still be in flight, but its completion holds no reference; recycle the
+  // events now, nobody can wait on them.
+  hl_semaphore_drop_timepoints_locked(semaphore, UINT64_MAX);
+  mtx_destroy(&semaphore->mutex);
   hl_status_free(atomic_load(&semaphore->failure));
   hl_recycler_free(&hl_semaphore_recycler_, semaphore);
 }
@@ -84,6 +87,14 @@ void hl_semaphore_add_waiter_locked(hl_semaphore_t* semaphore,
   waiter->registered = true;
   waiter->next = semaphore->waiters;
   semaphore->waiters = waiter;
+}
+
+void hl_waiter_unregister(hl_waiter_t* waiter) {
+  hl_semaphore_t* s = waiter->semaphore;
+  if (!s) return;
+  hl_semaphore_lock(s);
+  hl_semaphore_remove_waiter_locked(waiter);
+  hl_semaphore_unlock(s);
 }
 
 void hl_semaphore_remove_waiter_locked(hl_waiter_t* waiter) {
@@ -121,9 +132,11 @@ static void hl_semaphore_notify_locked(hl_semaphore_t* s, bool all,
 void hl_semaphore_signal_locked(hl_semaphore_t* s, uint64_t value) {
   if (value <= hl_semaphore_value(s) || hl_semaphore_failure(s)) return;
   atomic_store_explicit(&s->value, value, memory_order_release);
-  if (s->issued_value < value) s->issued_value = value;
+  if (hl_semaphore_issued_value(s) < value) {
+    atomic_store_explicit(&s->issued_value, value, memory_order_release);
+  }
   hl_semaphore_drop_timepoints_locked(s, value);
-  hl_semaphore_notify_locked(s, false, value, s->issued_value);
+  hl_semaphore_notify_locked(s, false, value, hl_semaphore_issued_value(s));
 }
 
 void hl_semaphore_fail_locked(hl_semaphore_t* s, hl_status_t status) {
@@ -140,6 +153,18 @@ void hl_semaphore_fail_locked(hl_semaphore_t* s, hl_status_t status) {
   hl_semaphore_notify_locked(s, true, 0, 0);
 }
 
+void hl_semaphore_signal_unlocked(hl_semaphore_t* s, uint64_t value) {
+  hl_semaphore_lock(s);
+  hl_semaphore_signal_locked(s, value);
+  hl_semaphore_unlock(s);
+}
+
+void hl_semaphore_fail_unlocked(hl_semaphore_t* s, hl_status_t status) {
+  hl_semaphore_lock(s);
+  hl_semaphore_fail_locked(s, status);
+  hl_semaphore_unlock(s);
+}
+
 hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* s, uint64_t value,
                                               hl_shared_event_t* shared) {
   hl_timepoint_t* tp = NULL;
@@ -150,7 +175,7 @@ hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* s, uint64_t value,
   // The device is not retained: it drains its queues before it goes, and
   // draining reaches (and so drops) every timepoint its events back.
   tp->shared = shared;
-  ++shared->refs;
+  atomic_fetch_add_explicit(&shared->refs, 1, memory_order_relaxed);
   if (!s->timepoints_tail || s->timepoints_tail->value <= value) {
     // The common case: each signal is larger than every pending one.
     tp->next = NULL;
@@ -174,8 +199,8 @@ hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* s, uint64_t value,
     }
     after->prev = tp;
   }
-  if (s->issued_value < value) {
-    s->issued_value = value;
+  if (hl_semaphore_issued_value(s) < value) {
+    atomic_store_explicit(&s->issued_value, value, memory_order_release);
     hl_semaphore_notify_locked(s, false, hl_semaphore_value(s), value);
   }
   return NULL;
@@ -215,7 +240,7 @@ hl_status_t hl_semaphore_signal(hl_semaphore_t* semaphore, uint64_t value) {
   }
   hl_pump_sink_t sink;
   bool sink_owner = hl_pump_sink_open(&sink);
-  hl_timeline_lock();
+  hl_semaphore_lock(semaphore);
   hl_status_t failure = hl_semaphore_failure(semaphore);
   hl_status_t st = NULL;
   uint64_t current = hl_semaphore_value(semaphore);
@@ -232,7 +257,7 @@ hl_status_t hl_semaphore_signal(hl_semaphore_t* semaphore, uint64_t value) {
     // Submissions parked on |value| are pumped on this thread (below).
     hl_semaphore_signal_locked(semaphore, value);
   }
-  hl_timeline_unlock();
+  hl_semaphore_unlock(semaphore);
   if (sink_owner) hl_pump_sink_close(&sink);
   return st;
 }
@@ -255,23 +280,35 @@ hl_status_t hl_semaphore_fail(hl_semaphore_t* semaphore, hl_status_t status) {
   }
   hl_pump_sink_t sink;
   bool sink_owner = hl_pump_sink_open(&sink);
-  hl_timeline_lock();
+  hl_semaphore_lock(semaphore);
   hl_semaphore_fail_locked(semaphore, status);
-  hl_timeline_unlock();
+  hl_semaphore_unlock(semaphore);
   if (sink_owner) hl_pump_sink_close(&sink);
   return NULL;
 }
 
+// A blocked host thread's wake-up: its own mutex and condition (a leaf
+// lock), shared by the waiters it registered on each semaphore.
+typedef struct hl_host_wake_t {
+  mtx_t mutex;
+  cnd_t cond;
+  bool fired;  // |mutex|.
+} hl_host_wake_t;
+
 typedef struct hl_host_waiter_t {
   hl_waiter_t base;
-  cnd_t* cond;
-  bool fired;
+  hl_host_wake_t* wake;
 } hl_host_waiter_t;
 
+static void hl_host_wake_fire(hl_host_wake_t* wake) {
+  mtx_lock(&wake->mutex);
+  wake->fired = true;
+  cnd_signal(&wake->cond);
+  mtx_unlock(&wake->mutex);
+}
+
 static void hl_host_waiter_notify(hl_waiter_t* waiter) {
-  hl_host_waiter_t* w = (hl_host_waiter_t*)waiter;
-  w->fired = true;
-  cnd_signal(w->cond);
+  hl_host_wake_fire(((hl_host_waiter_t*)waiter)->wake);
 }
 
 hl_status_t hl_semaphore_wait(hl_semaphore_t* semaphore, uint64_t value,
@@ -315,8 +352,14 @@ hl_status_t hl_semaphore_wait_pairs(hl_wait_mode_t mode, size_t count,
     hl_wait_spin_t spin = {mode, count, pairs};
     hl_spin_until(hl_wait_settled, &spin);
   }
-  cnd_t cond;
-  if (cnd_init(&cond) != thrd_success) {
+  hl_host_wake_t wake;
+  wake.fired = false;
+  if (mtx_init(&wake.mutex, mtx_plain) != thrd_success) {
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "wait: creating a mutex");
+  }
+  if (cnd_init(&wake.cond) != thrd_success) {
+    mtx_destroy(&wake.mutex);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "wait: creating a condition variable");
   }
@@ -325,15 +368,16 @@ hl_status_t hl_semaphore_wait_pairs(hl_wait_mode_t mode, size_t count,
   if (count > HL_WAIT_MANY_MAX) {
     waiters = malloc(count * sizeof(*waiters));
     if (!waiters) {
-      cnd_destroy(&cond);
+      cnd_destroy(&wake.cond);
+      mtx_destroy(&wake.mutex);
       return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                             "wait: allocating %zu waiters", count);
     }
   }
   memset(waiters, 0, sizeof(waiters[0]) * count);
   hl_status_t result = NULL;
-  hl_timeline_lock();
   for (;;) {
+    // Values and failures are atomics: no lock to look.
     size_t reached = 0;
     for (size_t i = 0; i < count; ++i) {
       hl_status_t failure = hl_semaphore_failure(pairs[i].semaphore);
@@ -359,32 +403,42 @@ hl_status_t hl_semaphore_wait_pairs(hl_wait_mode_t mode, size_t count,
       goto done;
     }
     // Register on every pair still pending, in both modes: any of them may
-    // fail, and a failure ends the wait. (Waiters fire on failure too.)
+    // fail, and a failure ends the wait. (Waiters fire on failure too.) A
+    // pair that moved since the look above fires the wake at once, under
+    // its semaphore's lock, so no signal is missed.
+    mtx_lock(&wake.mutex);
+    wake.fired = false;
+    mtx_unlock(&wake.mutex);
     for (size_t i = 0; i < count; ++i) {
-      if (hl_semaphore_value(pairs[i].semaphore) >= pairs[i].value) continue;
+      hl_semaphore_t* s = pairs[i].semaphore;
+      hl_semaphore_lock(s);
+      if (hl_semaphore_failure(s) || hl_semaphore_value(s) >= pairs[i].value) {
+        hl_semaphore_unlock(s);
+        hl_host_wake_fire(&wake);
+        continue;
+      }
       waiters[i].base.value = pairs[i].value;
       waiters[i].base.notify = hl_host_waiter_notify;
-      waiters[i].cond = &cond;
-      waiters[i].fired = false;
-      hl_semaphore_add_waiter_locked(pairs[i].semaphore, &waiters[i].base);
+      waiters[i].wake = &wake;
+      hl_semaphore_add_waiter_locked(s, &waiters[i].base);
+      hl_semaphore_unlock(s);
     }
-    bool fired = false;
-    while (!fired) {
-      int rc = hl_timeline_cond_wait(&cond, deadline);
-      for (size_t i = 0; i < count; ++i) fired |= waiters[i].fired;
-      if (rc == thrd_timedout) break;
+    mtx_lock(&wake.mutex);
+    while (!wake.fired) {
+      if (hl_cnd_wait_until(&wake.cond, &wake.mutex, deadline) ==
+          thrd_timedout) {
+        break;
+      }
     }
-    for (size_t i = 0; i < count; ++i) {
-      hl_semaphore_remove_waiter_locked(&waiters[i].base);
-      waiters[i].fired = false;
-    }
+    mtx_unlock(&wake.mutex);
+    // Once unregistered under each semaphore's lock, no notification is
+    // running on |waiters| or |wake| any more.
+    for (size_t i = 0; i < count; ++i) hl_waiter_unregister(&waiters[i].base);
   }
 done:
-  for (size_t i = 0; i < count; ++i) {
-    hl_semaphore_remove_waiter_locked(&waiters[i].base);
-  }
-  hl_timeline_unlock();
-  cnd_destroy(&cond);
+  // Nothing is registered here: each round unregisters before looking.
+  cnd_destroy(&wake.cond);
+  mtx_destroy(&wake.mutex);
   if (waiters != inline_waiters) free(waiters);
   return result;
 }

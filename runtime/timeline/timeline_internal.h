@@ -1,21 +1,30 @@
 // Internals of the timeline layer: devices, semaphores, queues, submissions.
 //
-// Locking: every timeline state transition (semaphore values and failures,
-// timepoints, waiter lists, queue pending lists and frontiers) happens under
-// one process-wide scheduler mutex, hl_timeline_lock(). No backend call is
-// made with it held on the submission path: a queue's pump plans a
-// submission under the lock, issues it unlocked (one issuer per queue,
-// hl_queue_t.issuing, keeps stream order) and publishes its timepoints under
-// the lock again (see queue.c). Anything that blocks (stream or event
-// synchronize, joining threads) and every release that may destroy an object
-// is done after unlocking. Host functions running on streams take the lock
-// only briefly and never call into the backend. On backends whose host
-// functions share one driver thread (host_functions_serialized: HIP) there
-// are none: a completer thread per queue waits on events with no lock held
-// and takes the scheduler lock only to publish. Lock order: the scheduler
-// lock, then a device's work mutex, a queue's completer mutex or a root's
-// mutex; the backend's own locks are leaves and are never held across a call
-// back into hipline.
+// Locking. There is no process-wide lock: two queues (or two devices) that
+// share no semaphore never touch the same lock, so submitting threads scale.
+//   1. A queue's lock (hl_queue_lock) guards its pending list, issuing
+//      state, counters, frontier, failure and depth condition.
+//   2. A semaphore's lock (hl_semaphore_lock) guards its issued value,
+//      timepoints and waiter list, and serialises writes of its value and
+//      failure (readers use the atomics without it).
+//   3. Leaves, taken last and never held across anything else: a device's
+//      mutex (its queue list and event pool), its work mutex, a queue's
+//      completer mutex, a host waiter's own mutex, a root's mutex, the
+//      backend's locks.
+// Order: a queue's lock, then any number of semaphore locks one at a time
+// (never two at once), then leaves. A thread never holds two queue locks.
+// Waiter notifications run under their semaphore's lock and may only use
+// atomics and leaves: a parked submission's pump is scheduled with an
+// atomic flag and the work queue, never by taking its queue's lock.
+// No backend call is made under a queue or semaphore lock on the submission
+// path: a queue's pump plans a submission under the queue's lock, issues it
+// unlocked (one issuer per queue, hl_queue_t.issuing, keeps stream order)
+// and publishes its timepoints under the lock again (see queue.c). Anything
+// that blocks (stream or event synchronize, joining threads) and every
+// release that may destroy an object is done after unlocking. On backends
+// whose host functions share one driver thread (host_functions_serialized:
+// HIP) a completer thread per queue waits on events with no lock held and
+// takes the queue's lock only to publish.
 #ifndef HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
 #define HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
 
@@ -33,14 +42,8 @@ typedef struct hl_waiter_t hl_waiter_t;
 typedef struct hl_gated_t hl_gated_t;
 
 //===----------------------------------------------------------------------===//
-// Scheduler lock and deferred work
+// Deferred work
 //===----------------------------------------------------------------------===//
-
-void hl_timeline_lock(void);
-void hl_timeline_unlock(void);
-// Waits on |cond| with the scheduler lock held (released while waiting)
-// until signalled or |deadline|; returns thrd_success or thrd_timedout.
-int hl_timeline_cond_wait(cnd_t* cond, hl_time_t deadline);
 
 // A unit of work run on a device's completion thread (never on a stream
 // callback, so it may call into the backend and release objects).
@@ -110,14 +113,16 @@ struct hl_device_t {
   hl_pool_mode_t pool_mode;
   uint32_t queue_depth;  // Submissions in flight per queue before blocking.
 
+  // Leaf lock for the queue list and the event pool below.
+  mtx_t mutex;
   // Queues of this device (not retained; a queue removes itself when it is
-  // destroyed). Guarded by the scheduler lock.
+  // destroyed). |mutex|.
   hl_queue_t** queues;
   uint32_t queue_count;
   uint32_t queue_capacity;
   atomic_uint next_queue_id;
 
-  // Recycled backend events. Guarded by the scheduler lock.
+  // Recycled backend events. |mutex|.
   hl_backend_event_t** free_events;
   uint32_t free_event_count;
   uint32_t free_event_capacity;
@@ -168,7 +173,7 @@ void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work);
 
 // Pump sinks (queue.c). A queue's pump (issuing submissions that a signal
 // made issuable) normally runs on its device's work thread. A thread that
-// signals opens a sink before it takes the scheduler lock and closes it
+// signals opens a sink before it takes a queue or semaphore lock and closes it
 // once it holds no lock: the pumps its signals scheduled then run on it,
 // so a chain of submissions across queues (A waits on B, B on A) moves on
 // the thread that completes each link, without waking the work thread per
@@ -209,10 +214,14 @@ void hl_device_stop_work(hl_device_t* device);
 // runtime's own threads, which never block on a queue's depth.
 bool hl_device_on_runtime_thread(hl_device_t* device);
 
-// Event pool (event_pool.c, scheduler lock held). Issuing takes events
-// straight from
-// device->free_events and creates one, unlocked, when it is empty.
+// Event pool (event_pool.c; takes the device's mutex, a leaf). Issuing
+// takes a pooled event, or NULL when the pool is empty (the issuer then
+// creates one, unlocked); recycling puts one back.
+hl_backend_event_t* hl_device_take_event(hl_device_t* device);
 void hl_device_recycle_event(hl_device_t* device, hl_backend_event_t* event);
+// The device's leaf mutex (queue list, event pool); tests look inside.
+void hl_device_lock(hl_device_t* device);
+void hl_device_unlock(hl_device_t* device);
 
 // A synchronization point: returns pool memory above the release threshold
 // (as HIP does at stream and device synchronization).
@@ -228,17 +237,17 @@ hl_status_t hl_device_snapshot_queues(hl_device_t* device,
 //===----------------------------------------------------------------------===//
 
 // A backend event shared by the timepoints of one submission; recycled into
-// the device's pool when the last timepoint goes (scheduler lock).
+// the device's pool when the last reference goes (any thread, any lock).
 typedef struct hl_shared_event_t {
   hl_device_t* device;
   hl_backend_event_t* event;
-  int refs;
+  atomic_int refs;
 } hl_shared_event_t;
 // A shared event for |event| with one reference (event_pool.c; any thread).
 hl_status_t hl_shared_event_create(hl_device_t* device,
                                    hl_backend_event_t* event,
                                    hl_shared_event_t** out_shared);
-void hl_shared_event_drop_locked(hl_shared_event_t* shared);
+void hl_shared_event_drop(hl_shared_event_t* shared);
 
 // A device timepoint: |value| is signalled when |shared->event| completes.
 typedef struct hl_timepoint_t {
@@ -256,17 +265,23 @@ struct hl_waiter_t {
   uint64_t value;
   bool on_issue;
   bool registered;
-  // Called with the scheduler lock held when the condition holds. Must not
-  // block or call into the backend.
+  // Called with the semaphore's lock held when the condition holds (the
+  // waiter is unregistered by then). Must not block, call into the backend
+  // or take a queue or semaphore lock: atomics and leaf locks only.
   void (*notify)(hl_waiter_t* waiter);
 };
 
 struct hl_semaphore_t {
   atomic_int ref_count;    // The host allocator is in its recycler header.
   uint64_t id;             // Unique for the process; never reused.
-  _Atomic uint64_t value;  // Written under the scheduler lock.
-  _Atomic(hl_status_t) failure;     // First failure; written once.
-  uint64_t issued_value;            // Highest value with a device timepoint.
+  mtx_t mutex;             // See the top of this file.
+  _Atomic uint64_t value;  // Written under |mutex|.
+  _Atomic(hl_status_t) failure;  // First failure; written once, |mutex|.
+  // Highest value with a device timepoint (or reached). Written under
+  // |mutex|; a pump reads it without (and re-checks under |mutex| before
+  // it parks).
+  _Atomic uint64_t issued_value;
+  // |mutex| for the rest.
   hl_timepoint_t* timepoints;       // Ascending by value.
   hl_timepoint_t* timepoints_tail;  // Last entry: new values append in O(1).
   hl_waiter_t* waiters;
@@ -294,7 +309,22 @@ bool hl_semaphore_release_unless_last(hl_semaphore_t* semaphore);
 // The same for a queue.
 bool hl_queue_release_unless_last(hl_queue_t* queue);
 
-// Scheduler lock held for all of these.
+static inline void hl_semaphore_lock(hl_semaphore_t* semaphore) {
+  mtx_lock(&semaphore->mutex);
+}
+static inline void hl_semaphore_unlock(hl_semaphore_t* semaphore) {
+  mtx_unlock(&semaphore->mutex);
+}
+static inline uint64_t hl_semaphore_issued_value(hl_semaphore_t* semaphore) {
+  return atomic_load_explicit(&semaphore->issued_value, memory_order_acquire);
+}
+
+// Unregisters |waiter| from the semaphore it was last registered on, if it
+// still is (takes that semaphore's lock; no other semaphore lock held).
+// Only the waiter's owner calls it, so |waiter->semaphore| is stable.
+void hl_waiter_unregister(hl_waiter_t* waiter);
+
+// The semaphore's lock held for all of these.
 void hl_semaphore_add_waiter_locked(hl_semaphore_t* semaphore,
                                     hl_waiter_t* waiter);
 void hl_semaphore_remove_waiter_locked(hl_waiter_t* waiter);
@@ -302,6 +332,9 @@ void hl_semaphore_remove_waiter_locked(hl_waiter_t* waiter);
 void hl_semaphore_signal_locked(hl_semaphore_t* semaphore, uint64_t value);
 // Fails with |status| (consumed) unless already failed.
 void hl_semaphore_fail_locked(hl_semaphore_t* semaphore, hl_status_t status);
+// The same two, taking the semaphore's lock (no semaphore lock held).
+void hl_semaphore_signal_unlocked(hl_semaphore_t* semaphore, uint64_t value);
+void hl_semaphore_fail_unlocked(hl_semaphore_t* semaphore, hl_status_t status);
 // Attaches a timepoint for |value| backed by |shared| (takes a reference on
 // success).
 hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* semaphore,
@@ -374,7 +407,7 @@ typedef struct hl_issue_ctx_t {
 typedef struct hl_op_t hl_op_t;
 typedef struct hl_op_vtable_t {
   // Enqueues the operation's device work on |ctx->stream|. Called in queue
-  // order by the queue's one issuer, without the scheduler lock (see
+  // order by the queue's one issuer, without the queue's lock (see
   // queue.c). A failure fails the submission (and the queue, for backend
   // errors).
   hl_status_t (*issue)(hl_op_t* op, hl_issue_ctx_t* ctx);
@@ -382,11 +415,11 @@ typedef struct hl_op_vtable_t {
   // failed or been cancelled; |status| (borrowed) says which. Runs on the
   // completion thread.
   void (*release)(hl_op_t* op, hl_status_t status);
-  // Optional: called once with the scheduler lock held, as soon as the
+  // Optional: called once with the queue's lock held, as soon as the
   // submission has its |value| on |queue|'s timeline and before anything is
   // issued, so uses can be recorded before any other thread can look.
   void (*on_submit)(hl_op_t* op, hl_queue_t* queue, uint64_t value);
-  // Optional: called by the issuer (no scheduler lock) when the submission
+  // Optional: called by the issuer (no lock held) when the submission
   // failed before this op was issued (so |issue| will never run), before the
   // submission's signals are failed and before later submissions of the
   // queue are issued; |status| (borrowed) is the submission's failure.
