@@ -7,7 +7,7 @@
 #include "runtime/base/recycler.h"
 #include "runtime/timeline/timeline_internal.h"
 
-void hl_device_lock(hl_device_t* device) { mtx_lock(&device->mutex); }
+void hl_device_lock(hl_device_t* device) { hl_mutex_lock(&device->mutex); }
 
 void hl_device_unlock(hl_device_t* device) { mtx_unlock(&device->mutex); }
 

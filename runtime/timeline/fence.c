@@ -257,10 +257,13 @@ hl_status_t hl_fence_notify(const hl_fence_t* fence, hl_device_t* device,
       hl_fence_notify_record_failure(n, failure);
       break;
     }
+    // Registered first, then looked at (hl_semaphore_signal_owned).
+    n->waiters[i].base.value = n->entries[i].value;
+    hl_semaphore_add_waiter_locked(s, &n->waiters[i].base);
     if (hl_semaphore_value(s) < n->entries[i].value) {
       atomic_fetch_add(&n->pending, 1);
-      n->waiters[i].base.value = n->entries[i].value;
-      hl_semaphore_add_waiter_locked(s, &n->waiters[i].base);
+    } else {
+      hl_semaphore_remove_waiter_locked(&n->waiters[i].base);
     }
     hl_semaphore_unlock(s);
   }

@@ -251,7 +251,7 @@ static hl_status_t hl_submission_gate_check(void* user) {
   return NULL;
 }
 
-static void hl_queue_lock(hl_queue_t* queue) { mtx_lock(&queue->mutex); }
+static void hl_queue_lock(hl_queue_t* queue) { hl_mutex_lock(&queue->mutex); }
 static void hl_queue_unlock(hl_queue_t* queue) { mtx_unlock(&queue->mutex); }
 
 static void hl_queue_schedule_pump(hl_queue_t* queue);
@@ -322,10 +322,10 @@ static void hl_submission_publish_outcome_locked(hl_submission_t* sub,
   if (failure && atomic_load(&sub->fail_queue)) {
     hl_queue_fail_locked(queue, hl_status_clone(failure));
   } else {
-    hl_semaphore_signal_unlocked(queue->timeline, sub->value);
+    hl_semaphore_signal_owned(queue->timeline, sub->value);
   }
   if (held) hl_shared_event_drop(held);
-  hl_semaphore_signal_unlocked(queue->done, sub->value);
+  hl_semaphore_signal_owned(queue->done, sub->value);
   hl_queue_note_completion_locked(queue);
 }
 
@@ -727,7 +727,7 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
     }
     ++queue->stats.failed;
     hl_queue_fail_locked(queue, hl_status_annotate(st, "queue %u", queue->id));
-    hl_semaphore_signal_unlocked(queue->done, sub->value);
+    hl_semaphore_signal_owned(queue->done, sub->value);
     hl_queue_note_completion_locked(queue);
     hl_submission_unref(sub);  // The completion's: it will never run.
     hl_submission_unref(sub);
@@ -809,21 +809,24 @@ static hl_park_result_t hl_submission_park_locked(hl_queue_t* queue,
     hl_park_waiter_t* w = &sub->parks[i];
     w->submission = sub;
     w->base.notify = hl_submission_park_notify;
+    w->base.value = UINT64_MAX;
+    w->base.on_issue = false;
     hl_semaphore_lock(s);
+    // Registered first, then looked at (hl_semaphore_signal_owned); what
+    // it watches is settled before the lock is let go, and notifications
+    // only run under it.
+    hl_semaphore_add_waiter_locked(s, &w->base);
     if (hl_semaphore_failure(s)) {
+      hl_semaphore_remove_waiter_locked(&w->base);
       hl_semaphore_unlock(s);
       return HL_PARK_RETRY;  // The pump fails the submission.
     }
-    if (hl_submission_wait_issuable(queue, sub, i)) {
-      // Issued elsewhere: only its failure matters while parked.
-      w->base.value = UINT64_MAX;
-      w->base.on_issue = false;
-    } else {
+    if (!hl_submission_wait_issuable(queue, sub, i)) {
       w->base.value = v;
       w->base.on_issue = true;
       blocked = true;
     }
-    hl_semaphore_add_waiter_locked(s, &w->base);
+    // Else issued elsewhere: only its failure matters while parked.
     hl_semaphore_unlock(s);
   }
   return blocked ? HL_PARKED : HL_PARK_RETRY;
@@ -1170,7 +1173,11 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
   if (!st) {
     queue->timeline->queue_owned = true;
     st = hl_semaphore_create(0, device->host_allocator, &queue->done);
-    if (st) hl_semaphore_release(queue->timeline);
+    if (st) {
+      hl_semaphore_release(queue->timeline);
+    } else {
+      queue->done->queue_owned = true;
+    }
   }
   if (!st) {
     st =

@@ -17,24 +17,38 @@
 #define HL_WORK_LAZY_BATCH 32
 #define HL_WORK_LAZY_NS ((hl_duration_t)1000000)
 
-// Drops |count| finished items from the pending count and wakes flushers
-// when it reaches zero. Without a lock unless it may reach zero: then under
-// work_mutex, which flushers hold while they look, so a flusher that sees
-// zero (and may go on to destroy the device) only gets the mutex after this
-// thread is done with it.
+// device->work_pending packs three things into one word, so that finishing
+// work takes no lock in the common case:
+//   bits 0-47   work reserved or enqueued and not finished;
+//   bits 48-61  hand-offs: finishers that brought the count to zero while a
+//               flusher waited, and have yet to wake it;
+//   bit 62      at least one flusher waits (set and cleared under
+//               work_mutex by the flushers).
+// Flushers wait until both the count and the hand-offs are zero: a finisher
+// that must wake them still holds the device (it takes work_mutex to
+// broadcast), and a flusher that returns may go on to destroy it.
+#define HL_WORK_COUNT_MASK ((UINT64_C(1) << 48) - 1)
+#define HL_WORK_HANDOFF_ONE (UINT64_C(1) << 48)
+#define HL_WORK_HANDOFF_MASK (((UINT64_C(1) << 14) - 1) << 48)
+#define HL_WORK_FLUSHERS (UINT64_C(1) << 62)
+
+// Drops |count| finished items from the pending count. A finisher that
+// brings it to zero while a flusher waits takes a hand-off in the same
+// step and then wakes the flushers under work_mutex; any other finisher
+// touches the device no more after its one atomic step.
 static void hl_device_finish_work(hl_device_t* device, uint64_t count) {
-  uint64_t pending = atomic_load(&device->work_pending);
-  while (pending > count) {
-    if (atomic_compare_exchange_weak(&device->work_pending, &pending,
-                                     pending - count)) {
-      return;
-    }
-  }
+  uint64_t word = atomic_load(&device->work_pending);
+  uint64_t next;
+  bool handoff;
+  do {
+    handoff =
+        (word & HL_WORK_COUNT_MASK) == count && (word & HL_WORK_FLUSHERS) != 0;
+    next = word - count + (handoff ? HL_WORK_HANDOFF_ONE : 0);
+  } while (!atomic_compare_exchange_weak(&device->work_pending, &word, next));
+  if (!handoff) return;
   hl_mutex_lock(&device->work_mutex);
-  if (atomic_fetch_sub(&device->work_pending, count) == count &&
-      device->flush_waiters) {
-    cnd_broadcast(&device->idle_cond);
-  }
+  atomic_fetch_sub(&device->work_pending, HL_WORK_HANDOFF_ONE);
+  cnd_broadcast(&device->idle_cond);
   mtx_unlock(&device->work_mutex);
 }
 
@@ -139,11 +153,17 @@ void hl_device_stop_work(hl_device_t* device) {
 void hl_device_flush_work(hl_device_t* device) {
   // Always under the mutex (see hl_device_finish_work).
   hl_mutex_lock(&device->work_mutex);
-  ++device->flush_waiters;
+  if (++device->flush_waiters == 1) {
+    atomic_fetch_or(&device->work_pending, HL_WORK_FLUSHERS);
+  }
   // Clean-ups being gathered run now.
   if (device->work_sleeping) cnd_signal(&device->work_cond);
-  while (atomic_load(&device->work_pending))
+  while (atomic_load(&device->work_pending) &
+         (HL_WORK_COUNT_MASK | HL_WORK_HANDOFF_MASK)) {
     cnd_wait(&device->idle_cond, &device->work_mutex);
-  --device->flush_waiters;
+  }
+  if (--device->flush_waiters == 0) {
+    atomic_fetch_and(&device->work_pending, ~HL_WORK_FLUSHERS);
+  }
   mtx_unlock(&device->work_mutex);
 }

@@ -87,6 +87,12 @@ void hl_semaphore_add_waiter_locked(hl_semaphore_t* semaphore,
   waiter->registered = true;
   waiter->next = semaphore->waiters;
   semaphore->waiters = waiter;
+  // Before the caller looks at the value (see hl_semaphore_signal_owned):
+  // the fence orders this increment before that load, against the
+  // signaller's sequentially consistent store of the value and load of the
+  // count.
+  atomic_fetch_add_explicit(&semaphore->waiter_count, 1, memory_order_seq_cst);
+  atomic_thread_fence(memory_order_seq_cst);
 }
 
 void hl_waiter_unregister(hl_waiter_t* waiter) {
@@ -103,6 +109,8 @@ void hl_semaphore_remove_waiter_locked(hl_waiter_t* waiter) {
   for (; *link; link = &(*link)->next) {
     if (*link == waiter) {
       *link = waiter->next;
+      atomic_fetch_sub_explicit(&waiter->semaphore->waiter_count, 1,
+                                memory_order_relaxed);
       break;
     }
   }
@@ -125,6 +133,7 @@ static void hl_semaphore_notify_locked(hl_semaphore_t* s, bool all,
     *link = w->next;
     w->next = NULL;
     w->registered = false;
+    atomic_fetch_sub_explicit(&s->waiter_count, 1, memory_order_relaxed);
     w->notify(w);
   }
 }
@@ -151,6 +160,28 @@ void hl_semaphore_fail_locked(hl_semaphore_t* s, hl_status_t status) {
   }
   hl_semaphore_drop_timepoints_locked(s, UINT64_MAX);
   hl_semaphore_notify_locked(s, true, 0, 0);
+}
+
+void hl_semaphore_signal_owned(hl_semaphore_t* s, uint64_t value) {
+  if (value <= hl_semaphore_value(s) || hl_semaphore_failure(s)) return;
+  if (s->timepoints) {
+    hl_semaphore_signal_unlocked(s, value);
+    return;
+  }
+  // Nothing to drop, and no other thread writes the value, the issued value
+  // or the failure (the owning queue's lock is held): no semaphore lock,
+  // unless someone is registered. A waiter registers under the lock, then
+  // looks at the value; this stores the value, then looks at the count.
+  // Both sequentially consistent: either this sees the waiter, or the
+  // waiter sees the value.
+  if (hl_semaphore_issued_value(s) < value) {
+    atomic_store_explicit(&s->issued_value, value, memory_order_release);
+  }
+  atomic_store_explicit(&s->value, value, memory_order_seq_cst);
+  if (!atomic_load_explicit(&s->waiter_count, memory_order_seq_cst)) return;
+  hl_semaphore_lock(s);
+  hl_semaphore_notify_locked(s, false, value, hl_semaphore_issued_value(s));
+  hl_semaphore_unlock(s);
 }
 
 void hl_semaphore_signal_unlocked(hl_semaphore_t* s, uint64_t value) {
@@ -411,16 +442,18 @@ hl_status_t hl_semaphore_wait_pairs(hl_wait_mode_t mode, size_t count,
     mtx_unlock(&wake.mutex);
     for (size_t i = 0; i < count; ++i) {
       hl_semaphore_t* s = pairs[i].semaphore;
+      waiters[i].base.value = pairs[i].value;
+      waiters[i].base.notify = hl_host_waiter_notify;
+      waiters[i].wake = &wake;
       hl_semaphore_lock(s);
+      // Registered first, then looked at (hl_semaphore_signal_owned).
+      hl_semaphore_add_waiter_locked(s, &waiters[i].base);
       if (hl_semaphore_failure(s) || hl_semaphore_value(s) >= pairs[i].value) {
+        hl_semaphore_remove_waiter_locked(&waiters[i].base);
         hl_semaphore_unlock(s);
         hl_host_wake_fire(&wake);
         continue;
       }
-      waiters[i].base.value = pairs[i].value;
-      waiters[i].base.notify = hl_host_waiter_notify;
-      waiters[i].wake = &wake;
-      hl_semaphore_add_waiter_locked(s, &waiters[i].base);
       hl_semaphore_unlock(s);
     }
     mtx_lock(&wake.mutex);

@@ -36,6 +36,7 @@
 #include "hipline/queue.h"
 #include "hipline/semaphore.h"
 #include "runtime/backend/backend.h"
+#include "runtime/base/spin.h"
 
 typedef struct hl_submission_t hl_submission_t;
 typedef struct hl_waiter_t hl_waiter_t;
@@ -131,11 +132,12 @@ struct hl_device_t {
   // Completion thread: runs hl_work_t items in order (scheduler.c).
   mtx_t work_mutex;
   cnd_t work_cond;  // The work thread sleeps on it (work_sleeping).
-  cnd_t idle_cond;  // Flushers sleep on it until work_pending is 0.
+  cnd_t idle_cond;  // Flushers sleep on it until no work is pending.
   hl_work_t* work_head;
   hl_work_t* work_tail;
-  // Reserved or enqueued, and not finished. Atomic: reserving takes no lock,
-  // finishing only when it may reach zero (see scheduler.c).
+  // Reserved or enqueued and not finished, packed with the flushers'
+  // hand-offs (see scheduler.c): reserving and finishing take no lock,
+  // except to wake a flusher.
   _Atomic uint64_t work_pending;
   uint32_t flush_waiters;  // work_mutex.
   // Items queued since the thread last took the list (work_mutex): urgent
@@ -285,7 +287,11 @@ struct hl_semaphore_t {
   hl_timepoint_t* timepoints;       // Ascending by value.
   hl_timepoint_t* timepoints_tail;  // Last entry: new values append in O(1).
   hl_waiter_t* waiters;
-  // A queue's own timeline: only the queue signals or fails it.
+  // Registered waiters: changed under |mutex|, read without it by
+  // hl_semaphore_signal_owned.
+  atomic_uint waiter_count;
+  // A queue's own timeline (or its internal done semaphore): only the queue
+  // signals or fails it, under the queue's lock.
   bool queue_owned;
 };
 
@@ -310,7 +316,7 @@ bool hl_semaphore_release_unless_last(hl_semaphore_t* semaphore);
 bool hl_queue_release_unless_last(hl_queue_t* queue);
 
 static inline void hl_semaphore_lock(hl_semaphore_t* semaphore) {
-  mtx_lock(&semaphore->mutex);
+  hl_mutex_lock(&semaphore->mutex);
 }
 static inline void hl_semaphore_unlock(hl_semaphore_t* semaphore) {
   mtx_unlock(&semaphore->mutex);
@@ -332,6 +338,11 @@ void hl_semaphore_remove_waiter_locked(hl_waiter_t* waiter);
 void hl_semaphore_signal_locked(hl_semaphore_t* semaphore, uint64_t value);
 // Fails with |status| (consumed) unless already failed.
 void hl_semaphore_fail_locked(hl_semaphore_t* semaphore, hl_status_t status);
+// hl_semaphore_signal_unlocked for a semaphore whose queue's lock is held
+// (queue_owned): without the semaphore's lock when nobody waits and no
+// timepoint is attached. Every registration of a waiter looks at the value
+// after hl_semaphore_add_waiter_locked, so none misses it.
+void hl_semaphore_signal_owned(hl_semaphore_t* semaphore, uint64_t value);
 // The same two, taking the semaphore's lock (no semaphore lock held).
 void hl_semaphore_signal_unlocked(hl_semaphore_t* semaphore, uint64_t value);
 void hl_semaphore_fail_unlocked(hl_semaphore_t* semaphore, hl_status_t status);
