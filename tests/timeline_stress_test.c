@@ -210,10 +210,113 @@ static void test_random_dag_no_delays(void** state) {
   run_random_dag(3, count, 0);
 }
 
+//===----------------------------------------------------------------------===//
+// Signals racing registrations
+//===----------------------------------------------------------------------===//
+
+// A queue signals its own timeline without the semaphore's lock when nobody
+// waits (hl_semaphore_signal_owned), and every waiter registers under the
+// lock and only then looks at the value. Here a helper thread releases a
+// gate after a random 0-60 us, so the queue's completion (run on the
+// helper, through its pump sink) lands before, during and after the
+// registration of three kinds of waiters on the queue's timeline: a host
+// wait (past its spin or not), a submission on another queue parked on it,
+// and a fence callback. A lost wake-up hangs one of them until its
+// deadline.
+typedef struct gate_thread_t {
+  hl_semaphore_t* gate;
+  atomic_uint_least64_t posted;  // Values to signal the gate to.
+  atomic_bool stop;
+  uint64_t rng;
+} gate_thread_t;
+
+static int gate_main(void* arg) {
+  gate_thread_t* g = (gate_thread_t*)arg;
+  uint64_t signalled = 0;
+  while (!atomic_load(&g->stop)) {
+    uint64_t want = atomic_load(&g->posted);
+    if (want == signalled) {
+      thrd_yield();
+      continue;
+    }
+    hl_time_t until = hl_time_now() + (hl_time_t)(rng_next(&g->rng) % 60000);
+    while (hl_time_now() < until) {
+    }
+    HL_ASSERT_OK(hl_semaphore_signal(g->gate, want));
+    signalled = want;
+  }
+  return 0;
+}
+
+static void count_fn(void* user, hl_status_t status) {
+  if (!status) atomic_fetch_add((atomic_int*)user, 1);
+}
+
+static void test_signals_race_registrations(void** state) {
+  int rounds = (int)hl_test_scale(3000, 10);
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* producer = NULL;
+  hl_queue_t* consumer = NULL;
+  HL_ASSERT_OK(hl_queue_create(device, &producer));
+  HL_ASSERT_OK(hl_queue_create(device, &consumer));
+  hl_semaphore_t* timeline = hl_queue_timeline(producer);
+  hl_semaphore_t* out = NULL;
+  gate_thread_t g;
+  HL_ASSERT_OK(hl_semaphore_create(0, hl_allocator_system(), &g.gate));
+  HL_ASSERT_OK(hl_semaphore_create(0, hl_allocator_system(), &out));
+  atomic_init(&g.posted, 0);
+  atomic_init(&g.stop, false);
+  g.rng = 11;
+  thrd_t helper;
+  assert_int_equal(thrd_create(&helper, gate_main, &g), thrd_success);
+  hl_fence_t* wait = NULL;
+  hl_fence_t* signal = NULL;
+  HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &wait));
+  HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &signal));
+  atomic_int callbacks;
+  atomic_init(&callbacks, 0);
+  for (uint64_t i = 1; i <= (uint64_t)rounds; ++i) {
+    hl_fence_clear(wait);
+    HL_ASSERT_OK(hl_fence_insert(wait, g.gate, i));
+    uint64_t value = 0;
+    HL_ASSERT_OK(hl_queue_submit(producer, wait, NULL, NULL, &value));
+    hl_fence_clear(wait);
+    HL_ASSERT_OK(hl_fence_insert(wait, timeline, value));
+    hl_fence_clear(signal);
+    HL_ASSERT_OK(hl_fence_insert(signal, out, i));
+    HL_ASSERT_OK(hl_queue_barrier(consumer, wait, signal));
+    HL_ASSERT_OK(
+        hl_fence_call_when_reached(wait, device, count_fn, &callbacks));
+    atomic_store(&g.posted, i);
+    HL_ASSERT_OK(
+        hl_semaphore_wait(timeline, value, hl_deadline_after(10000 * MS)));
+    HL_ASSERT_OK(hl_semaphore_wait(out, i, hl_deadline_after(10000 * MS)));
+  }
+  atomic_store(&g.stop, true);
+  thrd_join(helper, NULL);
+  HL_ASSERT_OK(hl_queue_wait_idle(producer, hl_deadline_after(10000 * MS)));
+  HL_ASSERT_OK(hl_queue_wait_idle(consumer, hl_deadline_after(10000 * MS)));
+  hl_device_flush_work(device);
+  assert_int_equal(atomic_load(&callbacks), rounds);
+  hl_queue_stats_t stats;
+  hl_queue_stats(consumer, &stats);
+  print_message("%d rounds: consumer parked %llu times\n", rounds,
+                (unsigned long long)stats.parked);
+  hl_fence_release(wait);
+  hl_fence_release(signal);
+  hl_semaphore_release(g.gate);
+  hl_semaphore_release(out);
+  hl_queue_release(producer);
+  hl_queue_release(consumer);
+  hl_device_release(device);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_dag_with_delays),
       cmocka_unit_test(test_random_dag_no_delays),
+      cmocka_unit_test(test_signals_race_registrations),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,11 +88,10 @@ void hl_semaphore_add_waiter_locked(hl_semaphore_t* semaphore,
   waiter->next = semaphore->waiters;
   semaphore->waiters = waiter;
   // Before the caller looks at the value (see hl_semaphore_signal_owned):
-  // the fence orders this increment before that load, against the
-  // signaller's sequentially consistent store of the value and load of the
-  // count.
+  // this increment and that load (hl_semaphore_value) are sequentially
+  // consistent, like the signaller's store of the value and load of the
+  // count, so one of the two sides sees the other.
   atomic_fetch_add_explicit(&semaphore->waiter_count, 1, memory_order_seq_cst);
-  atomic_thread_fence(memory_order_seq_cst);
 }
 
 void hl_waiter_unregister(hl_waiter_t* waiter) {

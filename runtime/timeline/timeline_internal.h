@@ -357,8 +357,10 @@ hl_timepoint_t* hl_semaphore_find_timepoint_locked(hl_semaphore_t* semaphore,
 static inline hl_status_t hl_semaphore_failure(hl_semaphore_t* semaphore) {
   return atomic_load_explicit(&semaphore->failure, memory_order_acquire);
 }
+// Sequentially consistent (free on x86 and Arm, where it is the same
+// instruction as an acquire load): hl_semaphore_signal_owned relies on it.
 static inline uint64_t hl_semaphore_value(hl_semaphore_t* semaphore) {
-  return atomic_load_explicit(&semaphore->value, memory_order_acquire);
+  return atomic_load_explicit(&semaphore->value, memory_order_seq_cst);
 }
 
 //===----------------------------------------------------------------------===//
