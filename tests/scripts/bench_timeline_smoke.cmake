@@ -2,7 +2,7 @@
 # that every case reported a positive figure.
 execute_process(
   COMMAND ${BENCH} --json --submissions 50 --batches 2 --rounds 20
-          --contention-batches 1
+          --contention-batches 1 --contention-repeats 3
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "hipline-bench-timeline exited ${rc}: ${err}")
@@ -13,7 +13,7 @@ if(json_error OR NOT (rtt GREATER 0 OR rtt EQUAL -1))
   message(FATAL_ERROR "bad core_round_trip_ns in: ${out} (${json_error})")
 endif()
 foreach(path "submit;median_ns" "pingpong;median_us" "host_rtt;median_us"
-        "release;median_us"
+        "release;median_us" "contention;repeats"
         "contention;shared_device;1" "contention;shared_device;4"
         "contention;device_per_thread;2" "contention;device_per_thread;4")
   string(JSON value ERROR_VARIABLE json_error GET "${out}" ${path})
@@ -27,7 +27,7 @@ endforeach()
 foreach(mode same split)
   execute_process(
     COMMAND ${BENCH} --json --cpus ${mode} --submissions 50 --batches 2
-            --rounds 20 --contention-batches 1
+            --rounds 20 --contention-batches 1 --contention-repeats 1
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(mode STREQUAL "split" AND rc EQUAL 1 AND err MATCHES "needs two CPUs")
     message(STATUS "--cpus split skipped: ${err}")
