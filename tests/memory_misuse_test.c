@@ -403,6 +403,71 @@ static void test_wrap_bad_input(void** state) {
   hl_device_release(d);
 }
 
+// A root's mutation barrier (hl_buffer_mutation_barrier: what a reader
+// waits for) keeps every queue's last write. Found by fuzz_api (CI,
+// 2026-11-27): a write on queue 1 still parked on a gate, then a write on
+// queue 2 that waits on a failed semaphore (cancelled, and not ordered after
+// the first) cleared the barrier down to its own entry, so a read joined
+// with the barrier ran before queue 1's fill and saw the old bytes.
+static void test_racing_write_keeps_mutation_barrier(void** state) {
+  (void)state;
+  hl_device_t* d = mem_device_create(NULL);
+  hl_queue_t* q0 = hl_test_queue_create(d);
+  hl_queue_t* q1 = hl_test_queue_create(d);
+  hl_queue_t* q2 = hl_test_queue_create(d);
+  hl_semaphore_t* s = hl_test_semaphore_create();
+  hl_semaphore_t* gate = hl_test_semaphore_create();
+  hl_semaphore_t* failed = hl_test_semaphore_create();
+  hl_semaphore_t* r = hl_test_semaphore_create();
+  const uint64_t size = 64;
+  hl_buffer_t* b = mem_alloca(q0, NULL, 0, NULL, 0, size);
+  hl_fence_t* f = hl_test_fence(s, 1);
+  HL_ASSERT_OK(hl_queue_fill(q0, NULL, f, b, 0, size, 0x11111111u));
+  hl_fence_release(f);
+  mem_wait(s, 1);
+
+  // Queue 1 overwrites it once the gate opens.
+  hl_fence_t* w = hl_test_fence(gate, 1);
+  HL_ASSERT_OK(hl_buffer_use_fence(b, w));
+  HL_ASSERT_OK(hl_queue_fill(q1, w, NULL, b, 0, size, 0x22222222u));
+  hl_fence_release(w);
+  // Queue 2's write waits on a failed semaphore: cancelled.
+  HL_ASSERT_OK(hl_semaphore_fail(
+      failed, HL_MAKE_STATUS(HL_STATUS_ABORTED, "injected by the test")));
+  w = hl_test_fence(failed, 1);
+  HL_ASSERT_OK(hl_queue_fill(q2, w, NULL, b, 0, size, 0xdeadu));
+  hl_fence_release(w);
+
+  // A reader of the last write waits for queue 1's fill too.
+  uint32_t host[16];
+  memset(host, 0, sizeof(host));
+  w = NULL;
+  HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &w));
+  HL_ASSERT_OK(hl_buffer_mutation_barrier(b, w));
+  f = hl_test_fence(r, 1);
+  HL_ASSERT_OK(hl_queue_read(q0, w, f, b, 0, host, size));
+  hl_fence_release(w);
+  hl_fence_release(f);
+  hl_test_assert_status_has(
+      hl_semaphore_wait(r, 1, hl_deadline_after(100 * MEM_MS)),
+      HL_STATUS_DEADLINE_EXCEEDED, NULL, NULL);
+  HL_ASSERT_OK(hl_semaphore_signal(gate, 1));
+  mem_wait(r, 1);
+  for (int i = 0; i < 16; ++i) assert_int_equal(host[i], 0x22222222u);
+
+  mem_dealloca(q0, NULL, 0, NULL, 0, b);
+  hl_buffer_release(b);
+  HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
+  hl_semaphore_release(s);
+  hl_semaphore_release(gate);
+  hl_semaphore_release(failed);
+  hl_semaphore_release(r);
+  hl_queue_release(q0);
+  hl_queue_release(q1);
+  hl_queue_release(q2);
+  hl_device_release(d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_use_after_free_checked_fails_queue),
@@ -415,6 +480,7 @@ int main(void) {
       cmocka_unit_test(test_wrap_dealloca_frontier),
       cmocka_unit_test(test_wrap_dealloca_device_sync),
       cmocka_unit_test(test_wrap_bad_input),
+      cmocka_unit_test(test_racing_write_keeps_mutation_barrier),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -400,7 +400,12 @@ void hl_root_record_use(hl_root_t* root, hl_queue_t* queue, uint64_t value,
     hl_fence_prune_reached(root->use_fence);
   hl_status_t st = hl_fence_insert(root->use_fence, timeline, value);
   if (!st && write) {
-    hl_fence_clear(root->mutation_barrier);
+    // Replaces this queue's earlier writes (queue order covers them) but
+    // keeps other queues' until they are reached: nothing says this write
+    // is ordered after theirs (it may not wait for them, or be cancelled),
+    // and a reader must wait for every write that may still land.
+    if (hl_fence_count(root->mutation_barrier) >= 8)
+      hl_fence_prune_reached(root->mutation_barrier);
     st = hl_fence_insert(root->mutation_barrier, timeline, value);
   }
   mtx_unlock(&root->mutex);
