@@ -312,11 +312,74 @@ static void test_signals_race_registrations(void** state) {
   hl_device_release(device);
 }
 
+//===----------------------------------------------------------------------===//
+// A flush waits for issuers on other threads
+//===----------------------------------------------------------------------===//
+
+// A thread that saw a submission's signal and then flushes the device finds
+// the submission's references dropped, even when another thread issued it
+// (and is still in its publish step when the signal becomes visible). The
+// issuer is counted on its queue, not the device (hl_device_wait_issuers):
+// here the submitting thread issues inline, and this thread checks the
+// signalled semaphore's reference count right after its flush.
+typedef struct issuer_thread_t {
+  hl_queue_t* queue;
+  _Atomic(hl_fence_t*) slot;  // A signal fence to submit, or NULL.
+  atomic_bool stop;
+} issuer_thread_t;
+
+static int issuer_main(void* arg) {
+  issuer_thread_t* t = (issuer_thread_t*)arg;
+  while (!atomic_load(&t->stop)) {
+    hl_fence_t* f = atomic_exchange(&t->slot, NULL);
+    if (!f) {
+      thrd_yield();
+      continue;
+    }
+    HL_ASSERT_OK(hl_queue_barrier(t->queue, NULL, f));
+  }
+  return 0;
+}
+
+static void test_flush_waits_for_other_threads_issuers(void** state) {
+  int rounds = (int)hl_test_scale(20000, 10);
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  issuer_thread_t t;
+  HL_ASSERT_OK(hl_queue_create(device, &t.queue));
+  atomic_init(&t.slot, NULL);
+  atomic_init(&t.stop, false);
+  thrd_t thread;
+  assert_int_equal(thrd_create(&thread, issuer_main, &t), thrd_success);
+  for (int i = 0; i < rounds; ++i) {
+    hl_semaphore_t* s = NULL;
+    HL_ASSERT_OK(hl_semaphore_create(0, hl_allocator_system(), &s));
+    hl_fence_t* f = NULL;
+    HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &f));
+    HL_ASSERT_OK(hl_fence_insert(f, s, 1));
+    atomic_store(&t.slot, f);
+    // Spin on the value (no host wait: it must not order anything).
+    while (hl_semaphore_value(s) < 1) {
+    }
+    hl_device_flush_work(device);
+    // This thread's reference and the fence's; the submission's is gone.
+    assert_int_equal(atomic_load(&s->ref_count), 2);
+    hl_fence_release(f);
+    hl_semaphore_release(s);
+  }
+  atomic_store(&t.stop, true);
+  thrd_join(thread, NULL);
+  HL_ASSERT_OK(hl_queue_wait_idle(t.queue, hl_deadline_after(10000 * MS)));
+  hl_queue_release(t.queue);
+  hl_device_release(device);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_dag_with_delays),
       cmocka_unit_test(test_random_dag_no_delays),
       cmocka_unit_test(test_signals_race_registrations),
+      cmocka_unit_test(test_flush_waits_for_other_threads_issuers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

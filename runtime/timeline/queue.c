@@ -96,6 +96,10 @@ struct hl_queue_t {
   // Written under |mutex|; read without it by hl_queue_submitted_value (a
   // dealloca's check of its own timeline).
   _Atomic uint64_t next_value;
+  // Issuers between their plan and the end of their publish step (the
+  // pending device work of hl_device_wait_issuers): per queue, so that
+  // threads issuing on different queues of one device share no counter.
+  atomic_uint issuers;
   // A pump is scheduled (set by any thread, with atomics only: waiter
   // notifications run under a semaphore's lock; cleared under |mutex| by
   // the pump that runs).
@@ -252,6 +256,17 @@ static hl_status_t hl_submission_gate_check(void* user) {
 }
 
 static void hl_queue_lock(hl_queue_t* queue) { hl_mutex_lock(&queue->mutex); }
+
+// An issuer's span (hl_queue_t.issuers). Its effects become visible (its
+// signals are published) after the begin, so a thread that saw them and
+// then flushes sees the count; the end comes after the issuer's last use
+// of the device.
+static void hl_queue_issuer_begin(hl_queue_t* queue) {
+  atomic_fetch_add_explicit(&queue->issuers, 1, memory_order_relaxed);
+}
+static void hl_queue_issuer_end(hl_queue_t* queue) {
+  atomic_fetch_sub_explicit(&queue->issuers, 1, memory_order_release);
+}
 static void hl_queue_unlock(hl_queue_t* queue) { mtx_unlock(&queue->mutex); }
 
 static void hl_queue_schedule_pump(hl_queue_t* queue);
@@ -457,10 +472,10 @@ static void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
   plan->waits = plan->inline_waits;
   plan->waits_settled = true;
   ++queue->in_flight;
-  // Until it has published, the issuer counts as pending device work: a
-  // thread that flushes the device (after wait_idle, say) also waits for the
-  // issuer to give its event back and drop its references.
-  hl_device_reserve_work(queue->device);
+  // Until it has published, the issuer counts on its queue: a thread that
+  // flushes the device (after wait_idle, say) also waits for the issuer to
+  // give its event back and drop its references (hl_device_wait_issuers).
+  hl_queue_issuer_begin(queue);
   atomic_init(&sub->refs, 2);  // The issuer's and the completion's.
   atomic_init(&sub->completion_reserved, false);
 
@@ -594,7 +609,7 @@ static void hl_queue_suspend_issue_unlocked(hl_queue_t* queue,
   sub->host_step = step;
   // A suspended issuer is not pending device work: the host step may wait
   // for a thread that flushes the device (a test opening a gate, say).
-  hl_device_unreserve_work(device);
+  hl_queue_issuer_end(queue);
   hl_queue_completer_push(queue, sub);
 }
 
@@ -731,7 +746,7 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
     hl_queue_note_completion_locked(queue);
     hl_submission_unref(sub);  // The completion's: it will never run.
     hl_submission_unref(sub);
-    hl_device_unreserve_work(device);
+    hl_queue_issuer_end(queue);
     return;
   }
   if (plan->completed_at_issue) {
@@ -747,7 +762,7 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
                       sub->signals[i].value);
   }
   hl_submission_unref(sub);
-  hl_device_unreserve_work(device);
+  hl_queue_issuer_end(queue);
 }
 
 // Under the semaphore's lock: atomics and the work queue only.
@@ -985,7 +1000,7 @@ static void hl_queue_completer_run(hl_queue_t* queue, hl_submission_t* sub) {
   sub->step_event = NULL;
   hl_gated_thunk(step);
   // Take the issuer's role back up where it stopped.
-  hl_device_reserve_work(queue->device);
+  hl_queue_issuer_begin(queue);
   if (hl_queue_issue_unlocked(queue, sub, &sub->plan)) return;
   hl_queue_lock(queue);
   hl_queue_publish_issue_locked(queue, sub, &sub->plan);
@@ -1157,6 +1172,7 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
   queue->id = atomic_fetch_add(&device->next_queue_id, 1);
   atomic_init(&queue->failed, false);
   atomic_init(&queue->pump_scheduled, false);
+  atomic_init(&queue->issuers, 0);
   if (mtx_init(&queue->mutex, mtx_plain) != thrd_success) {
     hl_allocator_free(device->host_allocator, queue);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
@@ -1641,6 +1657,31 @@ void hl_queue_stats(hl_queue_t* queue, hl_queue_stats_t* out_stats) {
 //===----------------------------------------------------------------------===//
 // Walking a device's queues
 //===----------------------------------------------------------------------===//
+
+// Whether every queue of the device has no issuer between plan and the end
+// of publish. The device's mutex keeps the listed queues alive.
+static bool hl_device_issuers_idle(const void* arg) {
+  hl_device_t* device = (hl_device_t*)arg;
+  bool idle = true;
+  hl_device_lock(device);
+  for (uint32_t i = 0; i < device->queue_count && idle; ++i) {
+    idle = !atomic_load_explicit(&device->queues[i]->issuers,
+                                 memory_order_acquire);
+  }
+  hl_device_unlock(device);
+  return idle;
+}
+
+void hl_device_wait_issuers(hl_device_t* device) {
+  // Issuing is short (its backend calls never wait for the flusher, and a
+  // host step suspends the issuer), so look, spin a little, then look
+  // again every 50 us rather than make every issuer able to wake flushers.
+  while (!hl_device_issuers_idle(device)) {
+    if (hl_spin_until(hl_device_issuers_idle, device)) return;
+    struct timespec pause = {0, 50000};
+    thrd_sleep(&pause, NULL);
+  }
+}
 
 hl_status_t hl_device_snapshot_queues(hl_device_t* device,
                                       hl_queue_t*** out_queues,

@@ -151,6 +151,10 @@ void hl_device_stop_work(hl_device_t* device) {
 }
 
 void hl_device_flush_work(hl_device_t* device) {
+  // Issuers first: their publish step may queue work (a clean-up). Work
+  // queued after that does not start issuers the count misses: a pump runs
+  // as pending work itself.
+  hl_device_wait_issuers(device);
   // Always under the mutex (see hl_device_finish_work).
   hl_mutex_lock(&device->work_mutex);
   if (++device->flush_waiters == 1) {

@@ -208,7 +208,12 @@ void hl_device_enqueue_cleanup(hl_device_t* device, hl_work_t* work,
                                bool reserved);
 // Gives a reservation back without work (an issuer that finished).
 void hl_device_unreserve_work(hl_device_t* device);
-// Blocks until every work item enqueued so far has run.
+// Blocks until every issuer that had started on one of the device's queues
+// (between planning a submission and the end of its publish step) is done
+// (queue.c; takes the device's mutex).
+void hl_device_wait_issuers(hl_device_t* device);
+// Blocks until every issuer has finished (hl_device_wait_issuers) and then
+// every work item enqueued so far has run.
 void hl_device_flush_work(hl_device_t* device);
 // Stops the work thread once its queue is drained and joins it.
 void hl_device_stop_work(hl_device_t* device);
