@@ -257,15 +257,22 @@ static hl_status_t hl_submission_gate_check(void* user) {
 
 static void hl_queue_lock(hl_queue_t* queue) { hl_mutex_lock(&queue->mutex); }
 
-// An issuer's span (hl_queue_t.issuers). Its effects become visible (its
-// signals are published) after the begin, so a thread that saw them and
-// then flushes sees the count; the end comes after the issuer's last use
-// of the device.
-static void hl_queue_issuer_begin(hl_queue_t* queue) {
-  atomic_fetch_add_explicit(&queue->issuers, 1, memory_order_relaxed);
+// An issuer's span (hl_queue_t.issuers), changed under the queue's lock
+// (a load and a store, no read-modify-write: hl_device_wait_issuers only
+// reads it). Its effects become visible (its signals are published) after
+// the begin, so a thread that saw them and then flushes sees the count;
+// the end comes after the issuer's last use of the device.
+static void hl_queue_issuer_begin_locked(hl_queue_t* queue) {
+  atomic_store_explicit(
+      &queue->issuers,
+      atomic_load_explicit(&queue->issuers, memory_order_relaxed) + 1,
+      memory_order_relaxed);
 }
-static void hl_queue_issuer_end(hl_queue_t* queue) {
-  atomic_fetch_sub_explicit(&queue->issuers, 1, memory_order_release);
+static void hl_queue_issuer_end_locked(hl_queue_t* queue) {
+  atomic_store_explicit(
+      &queue->issuers,
+      atomic_load_explicit(&queue->issuers, memory_order_relaxed) - 1,
+      memory_order_release);
 }
 static void hl_queue_unlock(hl_queue_t* queue) { mtx_unlock(&queue->mutex); }
 
@@ -388,8 +395,14 @@ static void hl_submission_complete(void* user) {
 
 // Drops the issuer's reference (or the completion's, when no completion
 // callback could be launched).
+static void hl_submission_finish(hl_submission_t* sub);
 static void hl_submission_unref(hl_submission_t* sub) {
   if (atomic_fetch_sub(&sub->refs, 1) != 1) return;
+  hl_submission_finish(sub);
+}
+
+// Destroys |sub| (its last reference is gone), here where that is cheap.
+static void hl_submission_finish(hl_submission_t* sub) {
   hl_device_t* device = sub->queue->device;
   bool reserved = atomic_load(&sub->completion_reserved);
   if (hl_submission_destroy_light(sub)) {
@@ -475,7 +488,7 @@ static void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
   // Until it has published, the issuer counts on its queue: a thread that
   // flushes the device (after wait_idle, say) also waits for the issuer to
   // give its event back and drop its references (hl_device_wait_issuers).
-  hl_queue_issuer_begin(queue);
+  hl_queue_issuer_begin_locked(queue);
   atomic_init(&sub->refs, 2);  // The issuer's and the completion's.
   atomic_init(&sub->completion_reserved, false);
 
@@ -609,7 +622,9 @@ static void hl_queue_suspend_issue_unlocked(hl_queue_t* queue,
   sub->host_step = step;
   // A suspended issuer is not pending device work: the host step may wait
   // for a thread that flushes the device (a test opening a gate, say).
-  hl_queue_issuer_end(queue);
+  hl_queue_lock(queue);
+  hl_queue_issuer_end_locked(queue);
+  hl_queue_unlock(queue);
   hl_queue_completer_push(queue, sub);
 }
 
@@ -746,14 +761,13 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
     hl_queue_note_completion_locked(queue);
     hl_submission_unref(sub);  // The completion's: it will never run.
     hl_submission_unref(sub);
-    hl_queue_issuer_end(queue);
+    hl_queue_issuer_end_locked(queue);
     return;
   }
   if (plan->completed_at_issue) {
     // The completion's part: the signals need no device timepoint.
     if (plan->event) hl_device_recycle_event(device, plan->event);
     hl_submission_publish_outcome_locked(sub, NULL);
-    atomic_fetch_sub(&sub->refs, 1);  // The completion's (never the last).
   } else {
     hl_queue_attach_signals_locked(queue, sub, plan);
   }
@@ -761,8 +775,14 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
     hl_frontier_raise(queue, sub->signals[i].semaphore->id,
                       sub->signals[i].value);
   }
-  hl_submission_unref(sub);
-  hl_queue_issuer_end(queue);
+  if (plan->completed_at_issue) {
+    // Both references are the issuer's now (the completion returned without
+    // touching them): no count to drop.
+    hl_submission_finish(sub);
+  } else {
+    hl_submission_unref(sub);
+  }
+  hl_queue_issuer_end_locked(queue);
 }
 
 // Under the semaphore's lock: atomics and the work queue only.
@@ -1000,7 +1020,9 @@ static void hl_queue_completer_run(hl_queue_t* queue, hl_submission_t* sub) {
   sub->step_event = NULL;
   hl_gated_thunk(step);
   // Take the issuer's role back up where it stopped.
-  hl_queue_issuer_begin(queue);
+  hl_queue_lock(queue);
+  hl_queue_issuer_begin_locked(queue);
+  hl_queue_unlock(queue);
   if (hl_queue_issue_unlocked(queue, sub, &sub->plan)) return;
   hl_queue_lock(queue);
   hl_queue_publish_issue_locked(queue, sub, &sub->plan);
