@@ -37,7 +37,7 @@ static void hl_memory_state_destroy(hl_device_t* device, void* opaque) {
 }
 
 // Guards the lazy creation of per-device memory state; separate from the
-// scheduler lock because statistics are noted while that is held.
+// timeline's locks because statistics are noted while one is held.
 static mtx_t hl_memory_state_mutex_;
 static once_flag hl_memory_state_once_ = ONCE_FLAG_INIT;
 static void hl_memory_state_mutex_init(void) {

@@ -19,8 +19,8 @@
 //   allocation runs out of memory (trim, then retry once).
 //
 // Thread-safe: one mutex per suballocator. Calls the backend's malloc_async
-// and free_async with it held, never the scheduler; callers may hold the
-// scheduler lock. On backends with stream_ordered_host_work it may be called
+// and free_async with it held, never the timeline; callers may hold a
+// queue's lock. On backends with stream_ordered_host_work it may be called
 // from a host function running on |stream| (the alloca and dealloca run as
 // stream work there).
 #ifndef HIPLINE_RUNTIME_MEMORY_SUBALLOCATOR_H_

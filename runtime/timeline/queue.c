@@ -58,7 +58,7 @@ struct hl_submission_t {
   hl_park_waiter_t* parks;
   hl_work_t work;
   hl_gated_t gate;
-  // Issuing runs outside the scheduler lock, so the completion callback may
+  // Issuing runs outside the queue's lock, so the completion callback may
   // publish (and finish with) the submission while its issuer still reads
   // it: each holds a reference, and the last one enqueues the destroy.
   atomic_int refs;

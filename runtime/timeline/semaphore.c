@@ -241,7 +241,7 @@ hl_timepoint_t* hl_semaphore_find_timepoint_locked(hl_semaphore_t* s,
   // The first timepoint at or above |value|, searched from the tail: waits
   // are mostly on recent signals, and a producer far ahead of its consumer
   // (every round of a ping-pong submitted up front) keeps a long list, which
-  // a search from the head walked under the scheduler lock for every wait.
+  // a search from the head walked under the lock for every wait.
   hl_timepoint_t* tp = s->timepoints_tail;
   if (!tp || tp->value < value) return NULL;
   while (tp->prev && tp->prev->value >= value) tp = tp->prev;
