@@ -183,6 +183,19 @@ void hl_submission_fail(hl_submission_t* submission, hl_status_t status,
   if (fail_queue) atomic_store(&submission->fail_queue, true);
 }
 
+// Fails |sub| with a copy of |failure| (borrowed), the failure of a
+// semaphore it waits on.
+static void hl_submission_fail_waited(hl_submission_t* sub,
+                                      hl_status_t failure) {
+  hl_submission_fail(
+      sub,
+      hl_status_annotate(hl_status_clone(failure),
+                         "queue %u submission %llu waited on a failed "
+                         "semaphore",
+                         sub->queue->id, (unsigned long long)sub->value),
+      false);
+}
+
 void hl_submission_describe(const hl_submission_t* submission, char* buffer,
                             size_t capacity) {
   snprintf(buffer, capacity, "queue %u submission %llu", submission->queue->id,
@@ -538,13 +551,7 @@ static void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
       hl_status_t failure = hl_semaphore_failure(s);
       if (failure) {
         hl_semaphore_unlock(s);
-        hl_submission_fail(
-            sub,
-            hl_status_annotate(hl_status_clone(failure),
-                               "queue %u submission %llu waited on a failed "
-                               "semaphore",
-                               queue->id, (unsigned long long)sub->value),
-            false);
+        hl_submission_fail_waited(sub, failure);
         break;
       }
       if (hl_semaphore_value(s) >= v) {
@@ -893,13 +900,7 @@ static bool hl_queue_pump_issue_locked(hl_queue_t* queue) {
       for (size_t i = 0; i < sub->wait_count; ++i) {
         hl_status_t failure = hl_semaphore_failure(sub->waits[i].semaphore);
         if (failure) {
-          hl_submission_fail(
-              sub,
-              hl_status_annotate(hl_status_clone(failure),
-                                 "queue %u submission %llu waited on a failed "
-                                 "semaphore",
-                                 queue->id, (unsigned long long)sub->value),
-              false);
+          hl_submission_fail_waited(sub, failure);
           issuable = true;
           break;
         }
