@@ -269,6 +269,7 @@ static hl_status_t hl_submission_gate_check(void* user) {
 }
 
 static void hl_queue_lock(hl_queue_t* queue) { hl_mutex_lock(&queue->mutex); }
+static void hl_queue_unlock(hl_queue_t* queue) { mtx_unlock(&queue->mutex); }
 
 // An issuer's span (hl_queue_t.issuers), changed under the queue's lock
 // (a load and a store, no read-modify-write: hl_device_wait_issuers only
@@ -287,7 +288,6 @@ static void hl_queue_issuer_end_locked(hl_queue_t* queue) {
       atomic_load_explicit(&queue->issuers, memory_order_relaxed) - 1,
       memory_order_release);
 }
-static void hl_queue_unlock(hl_queue_t* queue) { mtx_unlock(&queue->mutex); }
 
 static void hl_queue_schedule_pump(hl_queue_t* queue);
 
@@ -1683,8 +1683,7 @@ void hl_queue_stats(hl_queue_t* queue, hl_queue_stats_t* out_stats) {
 
 // Whether every queue of the device has no issuer between plan and the end
 // of publish. The device's mutex keeps the listed queues alive.
-static bool hl_device_issuers_idle(const void* arg) {
-  hl_device_t* device = (hl_device_t*)arg;
+static bool hl_device_issuers_idle(hl_device_t* device) {
   bool idle = true;
   hl_device_lock(device);
   for (uint32_t i = 0; i < device->queue_count && idle; ++i) {
@@ -1697,12 +1696,16 @@ static bool hl_device_issuers_idle(const void* arg) {
 
 void hl_device_wait_issuers(hl_device_t* device) {
   // Issuing is short (its backend calls never wait for the flusher, and a
-  // host step suspends the issuer), so look, spin a little, then look
-  // again every 50 us rather than make every issuer able to wake flushers.
-  while (!hl_device_issuers_idle(device)) {
-    if (hl_spin_until(hl_device_issuers_idle, device)) return;
-    struct timespec pause = {0, 50000};
-    thrd_sleep(&pause, NULL);
+  // host step suspends the issuer), so look, yield a few times, then look
+  // every 50 us rather than make every issuer able to wake flushers. (Not
+  // hl_spin_until: its predicate may take no lock.)
+  for (int round = 0; !hl_device_issuers_idle(device); ++round) {
+    if (round < 16) {
+      thrd_yield();
+    } else {
+      struct timespec pause = {0, 50000};
+      thrd_sleep(&pause, NULL);
+    }
   }
 }
 
