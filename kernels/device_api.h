@@ -8,7 +8,13 @@
 #ifndef HIPLINE_KERNELS_DEVICE_API_H_
 #define HIPLINE_KERNELS_DEVICE_API_H_
 
-#if !defined(HL_KERNELS_FREESTANDING)
+#if defined(__CUDACC__) && !defined(__HIP__)
+
+// nvcc, building the cubin that the HIP-on-CUDA bridge
+// (tests/hip_cuda_bridge/) loads in place of an AMDGPU code object: CUDA
+// declares every name the kernels use, with the same meaning.
+
+#elif !defined(HL_KERNELS_FREESTANDING)
 
 #include <hip/hip_runtime.h>
 

@@ -81,6 +81,13 @@ static void test_query_reports_availability(void** state) {
               strstr(info.reason, "hipError") != NULL ||
               strstr(info.reason, "no devices") != NULL ||
               strstr(info.reason, "lacks the required symbol") != NULL);
+  // HL_HIP_PROBE_EXPECT_REASON: a text the reason must hold, so a run that
+  // points LD_LIBRARY_PATH at a particular library (the HIP-on-CUDA bridge)
+  // proves that library answered.
+  const char* expect = getenv("HL_HIP_PROBE_EXPECT_REASON");
+  if (expect && expect[0] && !strstr(info.reason, expect)) {
+    fail_msg("reason \"%s\" lacks \"%s\"", info.reason, expect);
+  }
   // The answer is computed once and stable.
   hl_backend_info_t again;
   HL_ASSERT_OK(hl_hip_backend_query(&again));

@@ -707,7 +707,8 @@ static void test_fallback_sees_execution(void** state) {
     hl_device_t* d = mem_device_create(&cfg);
     hl_queue_t* owner = hl_test_queue_create(d);
     hl_queue_t* runner = hl_test_queue_create(d);
-    cb_release_t rel = {.memory = calloc(1024, 4), .words = 1024};
+    cb_release_t rel = {.memory = hl_test_device_visible_calloc(4096),
+                        .words = 1024};
     atomic_init(&rel.calls, 0);
     hl_buffer_t* b = NULL;
     HL_ASSERT_OK(hl_buffer_wrap(d, rel.memory, 4096, cb_release_fn, &rel, &b));
@@ -731,7 +732,7 @@ static void test_fallback_sees_execution(void** state) {
     HL_ASSERT_OK(hl_queue_wait_idle(runner, MEM_DEADLINE()));
     HL_ASSERT_OK(hl_queue_wait_idle(owner, MEM_DEADLINE()));
     assert_int_equal(atomic_load(&rel.calls), 1);
-    free(rel.memory);
+    hl_test_device_visible_free(rel.memory);
     hl_queue_release(runner);
     hl_queue_release(owner);
     hl_device_release(d);

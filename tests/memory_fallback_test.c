@@ -513,7 +513,7 @@ static atomic_int fb_owed_released_;
 // Runs where the wrapped buffer is freed: on the completion thread here.
 static void fb_owed_release_fn(void* user, void* ptr) {
   (void)ptr;
-  free(user);
+  hl_test_device_visible_free(user);
   hl_buffer_release(fb_owed_victim_);
   atomic_store(&fb_owed_released_, 1);
 }
@@ -532,7 +532,9 @@ static void test_device_sync_never_drains_on_completion_thread(void** state) {
   // W's last use waits on |h|: its device-sync release (this thread) drains,
   // finds that use not issued yet, and frees W once it has run, which
   // happens on the completion thread.
-  void* memory = calloc(1, 4 * KIB);
+  // Memory the device can fill (pinned on hip: a GPU cannot fill pageable
+  // memory, and that fill's failure would fail q0).
+  void* memory = hl_test_device_visible_calloc(4 * KIB);
   hl_buffer_t* w = NULL;
   HL_ASSERT_OK(
       hl_buffer_wrap(d, memory, 4 * KIB, fb_owed_release_fn, memory, &w));

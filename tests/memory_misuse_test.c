@@ -323,7 +323,7 @@ static void run_wrap_dealloca(hl_fallback_mode_t mode) {
   hl_queue_t* q = hl_test_queue_create(d);
   hl_semaphore_t* s = hl_test_semaphore_create();
   const uint64_t n = 4 * KIB;
-  uint32_t* memory = calloc(1, n);
+  uint32_t* memory = hl_test_device_visible_calloc(n);
   wrap_release_t rel = {.last_ptr = NULL};
   atomic_init(&rel.calls, 0);
   hl_buffer_t* b = NULL;
@@ -370,7 +370,7 @@ static void run_wrap_dealloca(hl_fallback_mode_t mode) {
   hl_queue_release(q);
   hl_device_release(d);
   assert_int_equal(atomic_load(&rel.calls), 1);
-  free(memory);
+  hl_test_device_visible_free(memory);
 }
 
 static void test_wrap_dealloca_frontier(void** state) {
@@ -381,6 +381,39 @@ static void test_wrap_dealloca_frontier(void** state) {
 static void test_wrap_dealloca_device_sync(void** state) {
   (void)state;
   run_wrap_dealloca(HL_FALLBACK_DEVICE_SYNC);
+}
+
+// A write whose backend call fails when it is issued leaves its bytes
+// unwritten, so the queue cannot go on as if it had run: later submissions
+// fail with the write's status instead of reading what is not there. Here
+// the host backend refuses the fill (its destination is not 4-byte
+// aligned). Found on an H200 through the HIP-on-CUDA bridge: CUDA refused a
+// fill of pageable memory, and the submissions behind it reported success.
+static void test_failed_write_fails_the_queue(void** state) {
+  (void)state;
+  hl_device_t* d = mem_device_create(NULL);
+  hl_test_require_host_visible(d);
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_semaphore_t* s = hl_test_semaphore_create();
+  uint32_t* storage = calloc(17, 4);
+  hl_buffer_t* b = NULL;
+  HL_ASSERT_OK(hl_buffer_wrap(d, (char*)storage + 1, 64, NULL, NULL, &b));
+  HL_ASSERT_OK(hl_queue_fill(q, NULL, NULL, b, 0, 64, 0x5A5A5A5Au));
+  uint32_t word = 0x11111111u;
+  hl_fence_t* sig = hl_test_fence(s, 1);
+  hl_status_t st = hl_queue_read(q, NULL, sig, b, 0, &word, 4);
+  hl_fence_release(sig);
+  if (hl_status_is_ok(st)) st = hl_semaphore_wait(s, 1, MEM_DEADLINE());
+  hl_test_assert_status_has(st, HL_STATUS_INVALID_ARGUMENT, "memset32_async",
+                            NULL);
+  assert_int_equal(word, 0x11111111u);  // Nothing was read.
+  hl_test_assert_status_has(hl_queue_status(q), HL_STATUS_INVALID_ARGUMENT,
+                            "memset32_async", NULL);
+  hl_buffer_release(b);
+  hl_semaphore_release(s);
+  hl_queue_release(q);
+  hl_device_release(d);
+  free(storage);
 }
 
 static void test_wrap_bad_input(void** state) {
@@ -479,6 +512,7 @@ int main(void) {
       cmocka_unit_test(test_double_dealloca),
       cmocka_unit_test(test_wrap_dealloca_frontier),
       cmocka_unit_test(test_wrap_dealloca_device_sync),
+      cmocka_unit_test(test_failed_write_fails_the_queue),
       cmocka_unit_test(test_wrap_bad_input),
       cmocka_unit_test(test_racing_write_keeps_mutation_barrier),
   };

@@ -824,8 +824,11 @@ static hl_status_t hl_execute_run(void* user) {
         break;
     }
     if (st) {
-      return hl_status_annotate(st, "command %zu of command buffer %llu", i,
-                                (unsigned long long)cb->id);
+      // Every step but a barrier writes device memory.
+      return hl_stream_work_write_failed(
+          &op->work,
+          hl_status_annotate(st, "command %zu of command buffer %llu", i,
+                             (unsigned long long)cb->id));
     }
   }
   return NULL;

@@ -193,14 +193,17 @@ static hl_status_t hl_dispatch_run(void* user) {
   hl_dispatch_op_t* op = (hl_dispatch_op_t*)user;
   if (!hl_dispatch_resolve(op)) return NULL;
   hl_backend_t* backend = op->work.backend;
-  HL_RETURN_IF_ERROR(
-      backend->vtable->launch_kernel(backend, op->function, &op->config,
-                                     op->params, op->work.stream),
-      "dispatching %s on queue %u (grid %ux%ux%u, block %ux%ux%u)",
-      op->desc->name, op->queue_id, op->config.grid.x, op->config.grid.y,
-      op->config.grid.z, op->config.block.x, op->config.block.y,
-      op->config.block.z);
-  return NULL;
+  hl_status_t st = backend->vtable->launch_kernel(
+      backend, op->function, &op->config, op->params, op->work.stream);
+  if (st) {
+    st = hl_status_annotate(
+        st, "dispatching %s on queue %u (grid %ux%ux%u, block %ux%ux%u)",
+        op->desc->name, op->queue_id, op->config.grid.x, op->config.grid.y,
+        op->config.grid.z, op->config.block.x, op->config.block.y,
+        op->config.block.z);
+  }
+  // A kernel that did not run left its outputs unwritten.
+  return hl_stream_work_write_failed(&op->work, st);
 }
 
 static hl_status_t hl_dispatch_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {

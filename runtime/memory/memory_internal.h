@@ -165,8 +165,9 @@ bool hl_root_check_use(hl_root_t* root, const char* what,
 //   and a later failure of a wait fails the submission's signals but does
 //   not undo the work.
 // Either way a status returned by |fn| fails the submission (not the
-// queue). |gate| is the operation's storage for the gated call; it must
-// live until the submission completes.
+// queue); a backend call that writes device memory and fails goes through
+// hl_stream_work_write_failed instead. |gate| is the operation's storage
+// for the gated call; it must live until the submission completes.
 hl_status_t hl_stream_work_issue(hl_issue_ctx_t* ctx, hl_gated_t* gate,
                                  hl_gated_fn_t fn, void* user,
                                  bool runtime_work);
@@ -182,6 +183,15 @@ typedef struct hl_stream_work_t {
   hl_gated_t gate;
 } hl_stream_work_t;
 void hl_stream_work_bind(hl_stream_work_t* work, const hl_issue_ctx_t* ctx);
+
+// For stream work whose backend call writes device memory (a fill, a copy,
+// an update, a kernel): when that call fails, the bytes are not what program
+// order says, so the queue fails with the submission and nothing behind it
+// runs as if the write had happened (a failed allocation, by contrast, fails
+// only its submission: its buffer has no memory to misread). Takes
+// |status| (NULL: nothing failed); returns NULL for |fn| to return.
+hl_status_t hl_stream_work_write_failed(hl_stream_work_t* work,
+                                        hl_status_t status);
 
 // Runs |fn(user)| (runtime work: short, leaf locks only) after the work
 // issued by hl_stream_work_issue on |ctx->stream| has run or been skipped,

@@ -16,6 +16,12 @@ hl_status_t hl_stream_work_issue(hl_issue_ctx_t* ctx, hl_gated_t* gate,
   return fn(user);
 }
 
+hl_status_t hl_stream_work_write_failed(hl_stream_work_t* work,
+                                        hl_status_t status) {
+  if (status) hl_submission_fail(work->submission, status, true);
+  return NULL;
+}
+
 void hl_stream_work_bind(hl_stream_work_t* work, const hl_issue_ctx_t* ctx) {
   work->submission = ctx->submission;
   work->backend = ctx->backend;

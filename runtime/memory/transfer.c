@@ -76,19 +76,26 @@ static hl_status_t hl_transfer_run(void* user) {
   char* dst = op->target
                   ? (char*)atomic_load(&op->target->ptr) + op->target_offset
                   : NULL;
+  // A failed read leaves device memory as it was: only its submission
+  // fails. The writes fail the queue too (hl_stream_work_write_failed).
   switch (op->kind) {
     case HL_TRANSFER_FILL:
-      return b->vtable->memset32_async(
-          b, dst, op->pattern, (size_t)(op->length / 4), op->work.stream);
+      return hl_stream_work_write_failed(
+          &op->work,
+          b->vtable->memset32_async(b, dst, op->pattern,
+                                    (size_t)(op->length / 4), op->work.stream));
     case HL_TRANSFER_COPY:
-      return b->vtable->memcpy_async(b, dst, src, (size_t)op->length,
-                                     op->work.stream);
+      return hl_stream_work_write_failed(
+          &op->work, b->vtable->memcpy_async(b, dst, src, (size_t)op->length,
+                                             op->work.stream));
     case HL_TRANSFER_READ:
       return b->vtable->memcpy_async(b, op->host_target, src,
                                      (size_t)op->length, op->work.stream);
     case HL_TRANSFER_WRITE:
-      return b->vtable->memcpy_async(b, dst, op->host_source,
-                                     (size_t)op->length, op->work.stream);
+      return hl_stream_work_write_failed(
+          &op->work,
+          b->vtable->memcpy_async(b, dst, op->host_source, (size_t)op->length,
+                                  op->work.stream));
   }
   return NULL;
 }
