@@ -187,6 +187,67 @@ static void test_concurrent_registration(void** state) {
   hl_device_release(device);
 }
 
+// A failure that lands while hl_fence_call_when_reached is still
+// registering: the callback must not run (and free the notification) before
+// registration is over, nor may a waiter be registered after it ran. A
+// helper thread fails the first semaphore after a random spin while this
+// thread registers on three; the other two are signalled afterwards, which
+// would run a waiter left behind. ASan reported the first as a
+// heap-use-after-free in hl_fence_notify (CI, 2026-11-27).
+typedef struct fail_race_t {
+  hl_semaphore_t* sem;
+  atomic_int go;
+  unsigned spin;
+} fail_race_t;
+
+static int fail_race_main(void* arg) {
+  fail_race_t* race = (fail_race_t*)arg;
+  while (!atomic_load(&race->go)) {
+  }
+  for (volatile unsigned i = 0; i < race->spin; ++i) {
+  }
+  hl_status_free(
+      hl_semaphore_fail(race->sem, HL_MAKE_STATUS(HL_STATUS_ABORTED, "raced")));
+  return 0;
+}
+
+static void test_failure_races_registration(void** state) {
+  (void)state;
+  hl_device_t* device;
+  hl_test_host_device(&device);
+  const int rounds = hl_test_scale(3000, 10);
+  uint32_t seed = 12345;
+  for (int round = 0; round < rounds; ++round) {
+    hl_semaphore_t* sems[3];
+    hl_fence_t* fence = NULL;
+    HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &fence));
+    for (int i = 0; i < 3; ++i) {
+      HL_ASSERT_OK(hl_semaphore_create(0, hl_allocator_system(), &sems[i]));
+      HL_ASSERT_OK(hl_fence_insert(fence, sems[i], 1));
+    }
+    seed = seed * 1103515245u + 12345u;
+    fail_race_t race = {sems[0], 0, (seed >> 16) % 4000};
+    thrd_t helper;
+    assert_int_equal(thrd_create(&helper, fail_race_main, &race), thrd_success);
+    record_t record;
+    record_init(&record);
+    atomic_store(&race.go, 1);
+    HL_ASSERT_OK(
+        hl_fence_call_when_reached(fence, device, on_reached, &record));
+    thrd_join(helper, NULL);
+    assert_int_equal(record_wait(&record, 1), 1);
+    assert_int_equal(record.code, HL_STATUS_ABORTED);
+    HL_ASSERT_OK(hl_semaphore_signal(sems[1], 1));
+    HL_ASSERT_OK(hl_semaphore_signal(sems[2], 1));
+    HL_ASSERT_OK(hl_device_wait_idle(device, HL_INFINITE_FUTURE));
+    assert_int_equal(record.calls, 1);
+    record_deinit(&record);
+    hl_fence_release(fence);
+    for (int i = 0; i < 3; ++i) hl_semaphore_release(sems[i]);
+  }
+  hl_device_release(device);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_input),
@@ -194,6 +255,7 @@ int main(void) {
       cmocka_unit_test(test_fires_once_when_every_pair_is_reached),
       cmocka_unit_test(test_failure_is_reported),
       cmocka_unit_test(test_concurrent_registration),
+      cmocka_unit_test(test_failure_races_registration),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

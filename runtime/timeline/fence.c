@@ -156,6 +156,11 @@ hl_status_t hl_fence_wait(const hl_fence_t* fence, hl_time_t deadline) {
 // fires once (reached or failed) under its semaphore's lock and only counts
 // down; the last one, or a failure, queues the callback on the device's
 // work thread, which unregisters what is left before it runs it.
+// Nothing queues the callback while hl_fence_notify is still registering
+// (the pending count holds one for it, and a failure seen then is left for
+// it to queue): the callback's unregistering must come after the last
+// registration. The notification lives until both the registering thread
+// and the callback are done with it (refs).
 typedef struct hl_fence_notify_t hl_fence_notify_t;
 typedef struct hl_fence_notify_waiter_t {
   hl_waiter_t base;
@@ -170,11 +175,20 @@ struct hl_fence_notify_t {
   size_t count;
   // Pairs not reached yet, plus one held while registering.
   atomic_size_t pending;
+  atomic_bool registering;      // hl_fence_notify is registering waiters.
+  atomic_int refs;              // The registering thread's and the callback's.
   atomic_bool queued;           // The callback is queued (once).
   _Atomic(hl_status_t) status;  // The first failure seen.
   hl_fence_callback_t fn;
   void* user;
 };
+
+static void hl_fence_notify_unref(hl_fence_notify_t* n) {
+  if (atomic_fetch_sub(&n->refs, 1) != 1) return;
+  hl_device_t* device = n->device;
+  free(n);
+  hl_device_release(device);
+}
 
 static void hl_fence_notify_finish(hl_work_t* work) {
   hl_fence_notify_t* n =
@@ -189,9 +203,7 @@ static void hl_fence_notify_finish(hl_work_t* work) {
   hl_status_free(status);
   for (size_t i = 0; i < n->count; ++i)
     hl_semaphore_release(n->entries[i].semaphore);
-  hl_device_t* device = n->device;
-  free(n);
-  hl_device_release(device);
+  hl_fence_notify_unref(n);
 }
 
 static void hl_fence_notify_queue(hl_fence_notify_t* n) {
@@ -215,8 +227,11 @@ static void hl_fence_notify_wake(hl_waiter_t* waiter) {
   hl_fence_notify_t* n = ((hl_fence_notify_waiter_t*)waiter)->owner;
   hl_status_t failure = hl_semaphore_failure(waiter->semaphore);
   if (failure) {
+    // Recorded, then |registering| looked at; hl_fence_notify clears it,
+    // then looks at the status (both sequentially consistent), so one of
+    // the two queues the callback.
     hl_fence_notify_record_failure(n, failure);
-    hl_fence_notify_queue(n);
+    if (!atomic_load(&n->registering)) hl_fence_notify_queue(n);
   }
   if (atomic_fetch_sub(&n->pending, 1) == 1) hl_fence_notify_queue(n);
 }
@@ -246,6 +261,8 @@ hl_status_t hl_fence_notify(const hl_fence_t* fence, hl_device_t* device,
   n->user = user;
   n->work.fn = hl_fence_notify_finish;
   atomic_init(&n->pending, 1);
+  atomic_init(&n->registering, true);
+  atomic_init(&n->refs, 2);
   atomic_init(&n->queued, false);
   atomic_init(&n->status, NULL);
   for (size_t i = 0; i < count; ++i) {
@@ -267,8 +284,10 @@ hl_status_t hl_fence_notify(const hl_fence_t* fence, hl_device_t* device,
     }
     hl_semaphore_unlock(s);
   }
+  atomic_store(&n->registering, false);
   if (atomic_load(&n->status)) hl_fence_notify_queue(n);
   if (atomic_fetch_sub(&n->pending, 1) == 1) hl_fence_notify_queue(n);
+  hl_fence_notify_unref(n);  // The callback may have run and gone already.
   return NULL;
 }
 

@@ -987,20 +987,24 @@ static void hl_submission_await_producers(hl_queue_t* queue,
 }
 
 // Runs one entry of the completer's list: waits (blocking, on this thread
-// only) until the stream has passed the entry's point, then publishes the
-// submission or runs its host step and goes on issuing.
-static void hl_queue_completer_run(hl_queue_t* queue, hl_submission_t* sub) {
+// only) until the stream has passed the entry's point, unless |reached|
+// says a later point of the stream has been waited for already, then
+// publishes the submission or runs its host step and goes on issuing.
+static void hl_queue_completer_run(hl_queue_t* queue, hl_submission_t* sub,
+                                   bool reached) {
   hl_backend_t* backend = queue->device->backend;
   hl_gated_t* step = sub->host_step;
   hl_shared_event_t* held = sub->completer_event;
   hl_backend_event_t* event = step   ? sub->step_event
                               : held ? held->event
                                      : NULL;
-  HL_TRACE_ZONE_BEGIN(zone, "hl_queue_completer_wait");
-  hl_status_t st =
-      event ? backend->vtable->event_synchronize(backend, event)
-            : backend->vtable->stream_synchronize(backend, queue->stream);
-  HL_TRACE_ZONE_END(zone);
+  hl_status_t st = NULL;
+  if (!reached) {
+    HL_TRACE_ZONE_BEGIN(zone, "hl_queue_completer_wait");
+    st = event ? backend->vtable->event_synchronize(backend, event)
+               : backend->vtable->stream_synchronize(backend, queue->stream);
+    HL_TRACE_ZONE_END(zone);
+  }
   if (st) {
     // The stream is broken: the submission fails, and so does the queue.
     hl_submission_fail(
@@ -1031,6 +1035,44 @@ static void hl_queue_completer_run(hl_queue_t* queue, hl_submission_t* sub) {
   hl_queue_unlock(queue);
 }
 
+// Completes a batch the completer took from its list, in order. Entries
+// that end in an event of the stream and run no host step form runs; one
+// wait on the last event of a run covers the run (the stream passed every
+// earlier point before it), so a completer that fell behind catches up with
+// one driver call instead of one per submission. A failed wait falls back
+// to waiting on each entry, so each failure is reported where it belongs.
+static void hl_queue_completer_run_batch(hl_queue_t* queue,
+                                         hl_submission_t* batch) {
+  hl_backend_t* backend = queue->device->backend;
+  while (batch) {
+    hl_submission_t* last = NULL;
+    size_t run = 0;
+    for (hl_submission_t* p = batch;
+         p && !p->host_step && p->completer_event && run < 64;
+         p = p->completer_next) {
+      last = p;
+      ++run;
+    }
+    bool reached = false;
+    if (run >= 2) {
+      HL_TRACE_ZONE_BEGIN(zone, "hl_queue_completer_wait");
+      hl_status_t st = backend->vtable->event_synchronize(
+          backend, last->completer_event->event);
+      HL_TRACE_ZONE_END(zone);
+      reached = st == NULL;
+      hl_status_ignore(st);  // Each entry waits again and reports it.
+    } else {
+      run = 1;
+    }
+    for (size_t i = 0; i < run; ++i) {
+      hl_submission_t* sub = batch;
+      batch = sub->completer_next;
+      sub->completer_next = NULL;
+      hl_queue_completer_run(queue, sub, reached);
+    }
+  }
+}
+
 static int hl_queue_completer_main(void* arg) {
   hl_queue_t* queue = (hl_queue_t*)arg;
   hl_on_completer_thread_ = true;
@@ -1040,12 +1082,12 @@ static int hl_queue_completer_main(void* arg) {
     while (!queue->completer_head && !queue->completer_stop) {
       cnd_wait(&queue->completer_cond, &queue->completer_mutex);
     }
-    hl_submission_t* sub = queue->completer_head;
-    if (!sub) break;  // Stopped and drained.
-    queue->completer_head = sub->completer_next;
-    if (!queue->completer_head) queue->completer_tail = NULL;
+    hl_submission_t* batch = queue->completer_head;
+    if (!batch) break;  // Stopped and drained.
+    queue->completer_head = NULL;
+    queue->completer_tail = NULL;
     mtx_unlock(&queue->completer_mutex);
-    hl_queue_completer_run(queue, sub);
+    hl_queue_completer_run_batch(queue, batch);
     mtx_lock(&queue->completer_mutex);
   }
   mtx_unlock(&queue->completer_mutex);

@@ -34,6 +34,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -41,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <threads.h>
+#include <time.h>
 
 #include "runtime/backend/hip/hip_types.h"
 
@@ -236,10 +238,99 @@ static hipError_t bridge_enter(const char* entry) {
   return hipSuccess;
 }
 
-#define BRIDGE_ENTER(name)                       \
-  do {                                           \
-    hipError_t entered_ = bridge_enter(name);    \
-    if (entered_ != hipSuccess) return entered_; \
+// HL_CUDA_BRIDGE_PROFILE=1: each entry's calls and time inside it (the
+// driver's share of the hip path's cost), printed at exit, slowest first.
+#define BRIDGE_PROFILE_SLOTS 64
+typedef struct {
+  const char* name;  // A string literal: compared by address.
+  atomic_ullong calls;
+  atomic_ullong ns;
+} bridge_profile_slot_t;
+static bridge_profile_slot_t bridge_profile[BRIDGE_PROFILE_SLOTS];
+static mtx_t bridge_profile_mutex;
+static int bridge_profile_on = -1;  // -1: not read yet.
+static once_flag bridge_profile_once = ONCE_FLAG_INIT;
+
+static uint64_t bridge_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static int bridge_profile_compare(const void* a, const void* b) {
+  unsigned long long x = atomic_load(&((const bridge_profile_slot_t*)a)->ns);
+  unsigned long long y = atomic_load(&((const bridge_profile_slot_t*)b)->ns);
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void bridge_profile_print(void) {
+  qsort(bridge_profile, BRIDGE_PROFILE_SLOTS, sizeof(bridge_profile[0]),
+        bridge_profile_compare);
+  fprintf(stderr, "hip_cuda_bridge profile: entry, calls, total ms, mean us\n");
+  for (int i = 0; i < BRIDGE_PROFILE_SLOTS && bridge_profile[i].name; ++i) {
+    unsigned long long calls = atomic_load(&bridge_profile[i].calls);
+    unsigned long long ns = atomic_load(&bridge_profile[i].ns);
+    fprintf(stderr, "  %-28s %9llu %10.3f %8.3f\n", bridge_profile[i].name,
+            calls, ns / 1e6, calls ? ns / 1e3 / (double)calls : 0.0);
+  }
+}
+
+static void bridge_profile_init(void) {
+  const char* value = getenv("HL_CUDA_BRIDGE_PROFILE");
+  bridge_profile_on = value && strcmp(value, "1") == 0;
+  if (bridge_profile_on) {
+    mtx_init(&bridge_profile_mutex, mtx_plain);
+    atexit(bridge_profile_print);
+  }
+}
+
+typedef struct {
+  const char* name;
+  uint64_t start;
+} bridge_timer_t;
+
+static void bridge_timer_end(bridge_timer_t* timer) {
+  if (!timer->name) return;
+  uint64_t ns = bridge_now_ns() - timer->start;
+  bridge_profile_slot_t* slot = NULL;
+  for (int i = 0; i < BRIDGE_PROFILE_SLOTS && !slot; ++i) {
+    if (bridge_profile[i].name == timer->name) slot = &bridge_profile[i];
+  }
+  if (!slot) {
+    mtx_lock(&bridge_profile_mutex);
+    for (int i = 0; i < BRIDGE_PROFILE_SLOTS && !slot; ++i) {
+      if (bridge_profile[i].name == timer->name) {
+        slot = &bridge_profile[i];
+      } else if (!bridge_profile[i].name) {
+        bridge_profile[i].name = timer->name;
+        slot = &bridge_profile[i];
+      }
+    }
+    mtx_unlock(&bridge_profile_mutex);
+    if (!slot) return;  // More entries than slots: not counted.
+  }
+  atomic_fetch_add(&slot->calls, 1);
+  atomic_fetch_add(&slot->ns, ns);
+}
+
+static bridge_timer_t bridge_timer_begin(const char* name) {
+  call_once(&bridge_profile_once, bridge_profile_init);
+  bridge_timer_t timer = {NULL, 0};
+  if (bridge_profile_on) {
+    timer.name = name;
+    timer.start = bridge_now_ns();
+  }
+  return timer;
+}
+
+// Opens an entry: times it to its return when profiling, then
+// bridge_enter.
+#define BRIDGE_ENTER(name)                                           \
+  bridge_timer_t timer_ __attribute__((cleanup(bridge_timer_end))) = \
+      bridge_timer_begin(name);                                      \
+  do {                                                               \
+    hipError_t entered_ = bridge_enter(name);                        \
+    if (entered_ != hipSuccess) return entered_;                     \
   } while (0)
 
 //===----------------------------------------------------------------------===//

@@ -1153,6 +1153,7 @@ hipError_t hipEventQuery(hipEvent_t event) {
 hipError_t hipEventSynchronize(hipEvent_t event) {
   if (!trt_event_valid(event)) return hipErrorInvalidHandle;
   mtx_lock(&trt.mutex);
+  trt.counters.event_synchronizes++;
   while (event->token && !event->token->done) {
     cnd_wait(&trt.cond, &trt.mutex);
   }

@@ -45,6 +45,7 @@ typedef struct hl_trt_counters_t {
   int64_t live_streams;
   int64_t live_events;
   int64_t live_pinned;  // hipHostMalloc blocks not yet freed.
+  int64_t event_synchronizes;  // hipEventSynchronize calls.
 } hl_trt_counters_t;
 
 typedef void (*hl_trt_get_counters_fn_t)(hl_trt_counters_t* out);
