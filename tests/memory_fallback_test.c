@@ -597,6 +597,62 @@ static void test_device_sync_never_drains_on_completion_thread(void** state) {
   hl_device_release(d);
 }
 
+// A deferred release whose fence fails (a queue that used the memory
+// failed) must not drain the device on the completion thread either: the
+// failed queue's own stream says when it is done with the memory, and
+// another queue held by the program is none of its business. Here q0's fill
+// of W is refused (the host backend wants 4-byte alignment), which fails
+// q0; q1, submitted to after the release, is held behind a gate that opens
+// only after W's release is seen. Draining on the completion thread sat
+// behind the gate (10 s); the release now waits for q0's stream only.
+static atomic_int fb_failed_released_;
+static void fb_failed_release_fn(void* user, void* ptr) {
+  (void)user;
+  (void)ptr;
+  atomic_store(&fb_failed_released_, 1);
+}
+
+static void test_failed_use_release_does_not_drain_others(void** state) {
+  (void)state;
+  hl_fallback_mode_t modes[2] = {HL_FALLBACK_FRONTIER, HL_FALLBACK_DEVICE_SYNC};
+  for (int m = 0; m < 2; ++m) {
+    hl_device_t* d = fb_device(modes[m]);
+    hl_test_require_host_visible(d);
+    hl_queue_t* q0 = hl_test_queue_create(d);
+    hl_queue_t* q1 = hl_test_queue_create(d);
+    hl_semaphore_t* h = hl_test_semaphore_create();
+    atomic_store(&fb_failed_released_, 0);
+    uint32_t* storage = calloc(1025, 4);
+    hl_buffer_t* w = NULL;
+    HL_ASSERT_OK(hl_buffer_wrap(d, (char*)storage + 1, 4 * KIB,
+                                fb_failed_release_fn, NULL, &w));
+    // W's use waits on |h|, so the release defers (it cannot free yet).
+    hl_fence_t* wait_h = hl_test_fence(h, 1);
+    HL_ASSERT_OK(hl_queue_fill(q0, wait_h, NULL, w, 0, 4 * KIB, 5u));
+    hl_fence_release(wait_h);
+    hl_buffer_release(w);
+    assert_int_equal(atomic_load(&fb_failed_released_), 0);
+    // Held after the release: not part of what the release waits for.
+    mem_gate_t gate;
+    mem_gate_init(&gate, 0);
+    mem_gate_submit(q1, &gate);
+    HL_ASSERT_OK(hl_semaphore_signal(h, 1));  // The fill runs and fails q0.
+    bool released = mem_poll_atomic(&fb_failed_released_, 1, 5000);
+    mem_gate_open(&gate);
+    assert_true(released);
+    assert_false(atomic_load(&gate.timed_out));
+    hl_test_assert_status_has(hl_queue_status(q0), HL_STATUS_INVALID_ARGUMENT,
+                              "memset32_async", NULL);
+    HL_ASSERT_OK(hl_queue_wait_idle(q1, MEM_DEADLINE()));
+    HL_ASSERT_OK(hl_queue_status(q1));
+    hl_semaphore_release(h);
+    hl_queue_release(q0);
+    hl_queue_release(q1);
+    hl_device_release(d);
+    free(storage);
+  }
+}
+
 // On a host thread, device-sync drains every queue before it returns: the
 // memory is free (and reusable) when hl_buffer_release returns.
 static void test_device_sync_frees_before_release_returns(void** state) {
@@ -642,6 +698,7 @@ int main(void) {
       cmocka_unit_test(test_release_races_in_flight_work_device_sync),
       cmocka_unit_test(test_release_races_in_flight_work_frontier),
       cmocka_unit_test(test_device_sync_never_drains_on_completion_thread),
+      cmocka_unit_test(test_failed_use_release_does_not_drain_others),
       cmocka_unit_test(test_device_sync_frees_before_release_returns),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -601,11 +601,68 @@ static void hl_fallback_unref(hl_fallback_t* fb) {
   hl_memory_fallback_done(root, orphan);
 }
 
+static void hl_memory_frontier_finish(hl_fallback_t* fb, bool failed);
+
+static void hl_memory_failed_streams_fired(void* user, hl_status_t status) {
+  hl_memory_frontier_finish((hl_fallback_t*)user, status != NULL);
+}
+
+// A pair of |fb->fence| failed: a queue failed, so its timeline will not
+// say when its stream is done with the memory, but the queue's done
+// semaphore will (it counts failed submissions too and never fails).
+// Replaces each failed pair with its queue's done pair and waits again,
+// without blocking. Returns false when that cannot be arranged: a failed
+// timeline that is no queue of this device (another device's use), or no
+// memory; the caller drains then.
+static bool hl_memory_await_failed_streams(hl_fallback_t* fb) {
+  hl_device_t* device = fb->root->device;
+  hl_fence_t* fence = NULL;
+  if (hl_fence_create(device->host_allocator, &fence)) return false;
+  hl_queue_t** queues = NULL;
+  uint32_t count = 0;
+  hl_status_t st = hl_device_snapshot_queues(device, &queues, &count);
+  for (size_t i = 0; !st && i < fb->fence->count; ++i) {
+    hl_fence_entry_t e = fb->fence->entries[i];
+    if (hl_semaphore_failure(e.semaphore)) {
+      hl_semaphore_t* done = NULL;
+      for (uint32_t q = 0; q < count && !done; ++q) {
+        if (hl_queue_timeline(queues[q]) == e.semaphore) {
+          done = hl_queue_done(queues[q]);
+        }
+      }
+      if (!done) {
+        st = HL_MAKE_STATUS(HL_STATUS_NOT_FOUND,
+                            "a failed timeline of another device");
+        break;
+      }
+      e.semaphore = done;
+    }
+    st = hl_fence_insert(fence, e.semaphore, e.value);
+  }
+  for (uint32_t q = 0; q < count; ++q) hl_queue_release(queues[q]);
+  free(queues);
+  if (!st) {
+    st = hl_fence_notify(fence, device, hl_memory_failed_streams_fired, fb);
+  }
+  if (!st) {
+    hl_fence_release(fb->fence);
+    fb->fence = fence;
+    return true;
+  }
+  hl_status_free(st);
+  hl_fence_release(fence);
+  return false;
+}
+
 static void hl_memory_frontier_finish(hl_fallback_t* fb, bool failed) {
   if (failed && atomic_load(&fb->root->state) == HL_ROOT_LIVE) {
-    // Some queue failed, so its timeline will not say when it is done with
-    // the memory; fall back to draining the streams themselves (an error
-    // path, the only drain the completion thread ever does).
+    // The completion thread never drains: it waits for the failed queues'
+    // streams instead. Elsewhere, and where that cannot be arranged, drain
+    // the streams themselves (an error path).
+    if (hl_on_completion_thread(fb->root->device) &&
+        hl_memory_await_failed_streams(fb)) {
+      return;
+    }
     hl_memory_drain_streams(fb->root->device);
   }
   hl_memory_fallback_free(fb->root, fb->who);

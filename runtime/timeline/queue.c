@@ -1397,6 +1397,8 @@ hl_backend_stream_t* hl_queue_stream(const hl_queue_t* queue) {
   return queue->stream;
 }
 
+hl_semaphore_t* hl_queue_done(const hl_queue_t* queue) { return queue->done; }
+
 uint64_t hl_queue_submitted_value(hl_queue_t* queue) {
   return atomic_load_explicit(&queue->next_value, memory_order_acquire);
 }

@@ -499,5 +499,8 @@ void hl_queue_drain(hl_queue_t* queue);
 hl_backend_stream_t* hl_queue_stream(const hl_queue_t* queue);
 // Last value assigned on the queue's timeline.
 uint64_t hl_queue_submitted_value(hl_queue_t* queue);
+// The queue's internal done semaphore: it reaches N once the Nth submission
+// has finished on the stream, completed or failed, and never fails.
+hl_semaphore_t* hl_queue_done(const hl_queue_t* queue);
 
 #endif  // HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
