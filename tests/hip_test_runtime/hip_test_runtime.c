@@ -17,6 +17,12 @@
 //   copy has executed (hip_memory.cpp, ihipMemcpy: isHostAsync = false, then
 //   awaitCompletion); pinned memory (hipHostMalloc, hipHostRegister) and
 //   device memory are truly asynchronous.
+// - hipMemsetD32Async writes with the device, so its destination must be
+//   memory the device reaches: device memory or pinned host memory. Pageable
+//   host memory is refused with hipErrorInvalidValue, as CUDA refused it on
+//   an H200 (pageableMemoryAccess 0; through the HIP-on-CUDA bridge,
+//   2026-11-27); ROCm without XNACK faults instead. Either way it never
+//   writes, and a test that relies on it would pass here and fail there.
 // - Pools (hip_mempool_impl.{hpp,cpp}): a freed block goes to the free heap
 //   with its allocating stream as the only safe stream (MemoryTimestamp's
 //   constructor; AddSafeStream never adds the freeing stream, its test is
@@ -1220,6 +1226,10 @@ hipError_t hipMemsetD32Async(hipDeviceptr_t dst, int value, size_t count,
                              hipStream_t stream) {
   if (!trt_stream_valid(stream) || !dst) return hipErrorInvalidValue;
   if (count == 0) return hipSuccess;
+  mtx_lock(&trt.mutex);
+  bool reachable = trt_is_async_memory_locked(dst, count * 4);
+  mtx_unlock(&trt.mutex);
+  if (!reachable) return hipErrorInvalidValue;  // Pageable host memory.
   trt_op_t* op = trt_op_new(TRT_OP_SET32);
   op->u.set.dst = dst;
   memcpy(&op->u.set.value, &value, sizeof(value));

@@ -146,6 +146,29 @@ static void test_pageable_copies_block(void** state) {
   CHECK_HIP(hipStreamDestroy(s));
 }
 
+// A device fill reaches device and pinned memory only: pageable memory is
+// refused, as on a GPU without HMM (see the file's header).
+static void test_fill_needs_device_reachable_memory(void** state) {
+  (void)state;
+  hipStream_t s = stream_new();
+  void* device = NULL;
+  CHECK_HIP(hipMallocAsync(&device, 256, s));
+  void* pinned = NULL;
+  CHECK_HIP(hipHostMalloc(&pinned, 256, 0));
+  uint32_t pageable[64] = {0};
+  CHECK_HIP(hipMemsetD32Async(device, 7, 64, s));
+  CHECK_HIP(hipMemsetD32Async(pinned, 7, 64, s));
+  assert_int_equal(hipMemsetD32Async(pageable, 7, 64, s), hipErrorInvalidValue);
+  // Past the end of a device block is not device memory either.
+  assert_int_equal(hipMemsetD32Async(device, 7, 65, s), hipErrorInvalidValue);
+  CHECK_HIP(hipStreamSynchronize(s));
+  assert_int_equal(((uint32_t*)pinned)[63], 7u);
+  assert_int_equal(pageable[63], 0u);
+  CHECK_HIP(hipFreeAsync(device, s));
+  CHECK_HIP(hipHostFree(pinned));
+  CHECK_HIP(hipStreamDestroy(s));
+}
+
 // IsSafeFind: the allocating stream reuses a freed block at once, even one
 // freed on another stream whose free has not executed; a third stream does
 // not, until the free's marker completes (opportunistic), and never with
@@ -337,6 +360,7 @@ int main(void) {
       cmocka_unit_test(test_events_complete_later),
       cmocka_unit_test(test_one_callback_thread),
       cmocka_unit_test(test_pageable_copies_block),
+      cmocka_unit_test(test_fill_needs_device_reachable_memory),
       cmocka_unit_test(test_pool_reuse_rules),
       cmocka_unit_test(test_out_of_memory_at_limit),
       cmocka_unit_test(test_device_checks),
