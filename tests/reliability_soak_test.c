@@ -337,7 +337,12 @@ static void test_soak(void** state) {
   assert_true(after.allocs_failed - before.allocs_failed > storm_injected);
   assert_int_equal(ms.use_after_free, 0);
   assert_true(sample_count >= 4);
-  assert_true(res2 <= res1 + res1 / 20);
+  // Reserved bytes are sampled every 50 ms, so each half's peak is the
+  // largest of its samples: one block more or less in flight at a sample is
+  // timing, not growth (seen in CI's ASan stage: 24,576 -> 28,672 bytes,
+  // with 28,672 in both halves on other runs). Growth beyond 5% and one
+  // block fails.
+  assert_true(res2 <= res1 + res1 / 20 + BYTES);
   // ASan's quarantine and shadow grow on their own; RSS is checked only in
   // plain builds. The second half's peak may be at most 5% above the first
   // half's; growth under 256 KiB is allocator noise at this size and passes.
@@ -372,6 +377,8 @@ static void test_soak(void** state) {
 // (one per invocation's signal semaphore, each retained) although all of
 // them were reached long ago. Reached entries are now pruned.
 static void test_use_fence_stays_bounded(void** state) {
+  // Devices an earlier failed test left behind are not this test's.
+  const int64_t live_before = hl_device_live_count();
   hl_device_t* device = rel_device_create(0);
   hl_queue_t* q = hl_test_queue_create(device);
   hl_buffer_t* global = alloca_wait(q);
@@ -399,10 +406,10 @@ static void test_use_fence_stays_bounded(void** state) {
   hl_device_release(device);
   // The dealloca still in flight holds the device; let teardown finish.
   hl_time_t deadline = REL_DEADLINE();
-  while (hl_device_live_count() > 0 && hl_time_now() < deadline) {
+  while (hl_device_live_count() > live_before && hl_time_now() < deadline) {
     hl_test_sleep_ms(1);
   }
-  assert_int_equal(hl_device_live_count(), 0);
+  assert_true(hl_device_live_count() <= live_before);
   // Reached entries are pruned once the fence holds 8 pairs.
   assert_true(count <= 8);
 }
