@@ -47,48 +47,6 @@ static inline hl_device_t* mem_device_create(const mem_device_config_t* cfg) {
   return d;
 }
 
-// The granule in which the device's pool reserves memory: ROCm's pool (and
-// the host pool, and the test runtime's model of ROCm) reserves what each
-// allocation asks for, so 0; CUDA's pool, reached through the HIP-on-CUDA
-// bridge (tests/hip_cuda_bridge/), reserved 33,554,432 bytes for a 4 KiB
-// allocation on an H200. Probed once, on a device of its own: the reserved
-// bytes a 4 KiB alloca leaves, counted as a granule when above 64 KiB.
-static inline uint64_t mem_pool_granule(void) {
-  static int probed = 0;
-  static uint64_t granule = 0;
-  if (probed) return granule;
-  probed = 1;
-  if (hl_test_backend_kind() == HL_BACKEND_HOST) return granule;
-  hl_device_options_t o;
-  hl_device_options_initialize(&o);
-  o.backend = hl_test_backend_kind();
-  o.checked = 0;
-  hl_device_t* d = NULL;
-  HL_ASSERT_OK(hl_device_create(&o, hl_allocator_system(), &d));
-  hl_queue_t* q = hl_test_queue_create(d);
-  hl_buffer_t* b = NULL;
-  HL_ASSERT_OK(hl_queue_alloca(q, NULL, NULL, 4096, 0, &b));
-  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
-  uint64_t reserved = hl_test_memory_stats(d).bytes_reserved;
-  HL_ASSERT_OK(hl_queue_dealloca(q, NULL, NULL, b));
-  hl_buffer_release(b);
-  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
-  hl_queue_release(q);
-  hl_device_release(d);
-  if (reserved > 64 * 1024) granule = reserved;
-  if (granule)
-    print_message("the device pool reserves %llu-byte granules\n",
-                  (unsigned long long)granule);
-  return granule;
-}
-
-// The bytes the pool reserves for one block of |bytes|: |bytes| on a pool
-// that reserves exactly, else rounded up to the granule.
-static inline uint64_t mem_reserved_for(uint64_t bytes) {
-  uint64_t g = mem_pool_granule();
-  return g ? (bytes + g - 1) / g * g : bytes;
-}
-
 static inline void mem_wait(hl_semaphore_t* s, uint64_t v) {
   HL_ASSERT_OK(hl_semaphore_wait(s, v, MEM_DEADLINE()));
 }
@@ -116,6 +74,47 @@ static inline void mem_dealloca(hl_queue_t* q, hl_semaphore_t* wait_s,
   HL_ASSERT_OK(hl_queue_dealloca(q, w, s, b));
   hl_fence_release(w);
   hl_fence_release(s);
+}
+
+// The granule in which the device's pool reserves memory: ROCm's pool (and
+// the host pool, and the test runtime's model of ROCm) reserves what each
+// allocation asks for, so 0; CUDA's pool, reached through the HIP-on-CUDA
+// bridge (tests/hip_cuda_bridge/), reserved 33,554,432 bytes for a 4 KiB
+// allocation on an H200. Probed once, on a device of its own: the reserved
+// bytes a 4 KiB alloca leaves, counted as a granule when above 64 KiB.
+static inline uint64_t mem_pool_granule(void) {
+  static int probed = 0;
+  static uint64_t granule = 0;
+  if (probed) return granule;
+  probed = 1;
+  if (hl_test_backend_kind() == HL_BACKEND_HOST) return granule;
+  hl_device_options_t o;
+  hl_device_options_initialize(&o);
+  o.backend = hl_test_backend_kind();
+  o.checked = 0;
+  hl_device_t* d = NULL;
+  HL_ASSERT_OK(hl_device_create(&o, hl_allocator_system(), &d));
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_buffer_t* b = mem_alloca(q, NULL, 0, NULL, 0, 4096);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  uint64_t reserved = hl_test_memory_stats(d).bytes_reserved;
+  mem_dealloca(q, NULL, 0, NULL, 0, b);
+  hl_buffer_release(b);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  hl_queue_release(q);
+  hl_device_release(d);
+  if (reserved > 64 * 1024) granule = reserved;
+  if (granule)
+    print_message("the device pool reserves %llu-byte granules\n",
+                  (unsigned long long)granule);
+  return granule;
+}
+
+// The bytes the pool reserves for one block of |bytes|: |bytes| on a pool
+// that reserves exactly, else rounded up to the granule.
+static inline uint64_t mem_reserved_for(uint64_t bytes) {
+  uint64_t g = mem_pool_granule();
+  return g ? (bytes + g - 1) / g * g : bytes;
 }
 
 static inline hl_memory_stats_t mem_queue_stats(hl_queue_t* q) {

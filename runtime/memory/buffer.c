@@ -617,10 +617,10 @@ static void hl_memory_failed_streams_fired(void* user, hl_status_t status) {
 static bool hl_memory_await_failed_streams(hl_fallback_t* fb) {
   hl_device_t* device = fb->root->device;
   hl_fence_t* fence = NULL;
-  if (hl_fence_create(device->host_allocator, &fence)) return false;
   hl_queue_t** queues = NULL;
   uint32_t count = 0;
-  hl_status_t st = hl_device_snapshot_queues(device, &queues, &count);
+  hl_status_t st = hl_fence_create(device->host_allocator, &fence);
+  if (!st) st = hl_device_snapshot_queues(device, &queues, &count);
   for (size_t i = 0; !st && i < fb->fence->count; ++i) {
     hl_fence_entry_t e = fb->fence->entries[i];
     if (hl_semaphore_failure(e.semaphore)) {
@@ -633,7 +633,7 @@ static bool hl_memory_await_failed_streams(hl_fallback_t* fb) {
       if (!done) {
         st = HL_MAKE_STATUS(HL_STATUS_NOT_FOUND,
                             "a failed timeline of another device");
-        break;
+        continue;  // Ends the loop.
       }
       e.semaphore = done;
     }

@@ -242,7 +242,8 @@ static hipError_t bridge_enter(const char* entry) {
 // driver's share of the hip path's cost), printed at exit, slowest first.
 #define BRIDGE_PROFILE_SLOTS 64
 typedef struct {
-  const char* name;  // A string literal: compared by address.
+  // A string literal, compared by address; read without the mutex.
+  _Atomic(const char*) name;
   atomic_ullong calls;
   atomic_ullong ns;
 } bridge_profile_slot_t;
@@ -267,11 +268,13 @@ static void bridge_profile_print(void) {
   qsort(bridge_profile, BRIDGE_PROFILE_SLOTS, sizeof(bridge_profile[0]),
         bridge_profile_compare);
   fprintf(stderr, "hip_cuda_bridge profile: entry, calls, total ms, mean us\n");
-  for (int i = 0; i < BRIDGE_PROFILE_SLOTS && bridge_profile[i].name; ++i) {
+  for (int i = 0;
+       i < BRIDGE_PROFILE_SLOTS && atomic_load(&bridge_profile[i].name); ++i) {
     unsigned long long calls = atomic_load(&bridge_profile[i].calls);
     unsigned long long ns = atomic_load(&bridge_profile[i].ns);
-    fprintf(stderr, "  %-28s %9llu %10.3f %8.3f\n", bridge_profile[i].name,
-            calls, ns / 1e6, calls ? ns / 1e3 / (double)calls : 0.0);
+    fprintf(stderr, "  %-28s %9llu %10.3f %8.3f\n",
+            atomic_load(&bridge_profile[i].name), calls, ns / 1e6,
+            calls ? ns / 1e3 / (double)calls : 0.0);
   }
 }
 
@@ -294,15 +297,18 @@ static void bridge_timer_end(bridge_timer_t* timer) {
   uint64_t ns = bridge_now_ns() - timer->start;
   bridge_profile_slot_t* slot = NULL;
   for (int i = 0; i < BRIDGE_PROFILE_SLOTS && !slot; ++i) {
-    if (bridge_profile[i].name == timer->name) slot = &bridge_profile[i];
+    if (atomic_load(&bridge_profile[i].name) == timer->name) {
+      slot = &bridge_profile[i];
+    }
   }
   if (!slot) {
     mtx_lock(&bridge_profile_mutex);
     for (int i = 0; i < BRIDGE_PROFILE_SLOTS && !slot; ++i) {
-      if (bridge_profile[i].name == timer->name) {
+      const char* name = atomic_load(&bridge_profile[i].name);
+      if (name == timer->name) {
         slot = &bridge_profile[i];
-      } else if (!bridge_profile[i].name) {
-        bridge_profile[i].name = timer->name;
+      } else if (!name) {
+        atomic_store(&bridge_profile[i].name, timer->name);
         slot = &bridge_profile[i];
       }
     }

@@ -44,7 +44,7 @@ typedef struct hl_trt_counters_t {
   int64_t unsafe_reuses;   // Reuses of a block whose free had not executed.
   int64_t live_streams;
   int64_t live_events;
-  int64_t live_pinned;  // hipHostMalloc blocks not yet freed.
+  int64_t live_pinned;         // hipHostMalloc blocks not yet freed.
   int64_t event_synchronizes;  // hipEventSynchronize calls.
 } hl_trt_counters_t;
 
