@@ -163,6 +163,12 @@ typedef struct hl_backend_vtable_t {
   hl_status_t (*launch_runtime_func)(hl_backend_t* backend,
                                      hl_backend_stream_t* stream,
                                      hl_host_fn_t fn, void* user);
+  // Optional, with launch_runtime_func: runs |fn(user)| on the calling
+  // thread, before returning, if |stream| has nothing queued or running,
+  // and returns whether it did; otherwise enqueues nothing. NULL: never.
+  bool (*run_runtime_func_now)(hl_backend_t* backend,
+                               hl_backend_stream_t* stream, hl_host_fn_t fn,
+                               void* user);
 
   hl_status_t (*memcpy_async)(hl_backend_t* backend, void* dst, const void* src,
                               size_t size, hl_backend_stream_t* stream);
@@ -323,6 +329,15 @@ static inline hl_status_t hl_backend_launch_runtime_func(
     return backend->vtable->launch_runtime_func(backend, stream, fn, user);
   }
   return backend->vtable->launch_host_func(backend, stream, fn, user);
+}
+
+// run_runtime_func_now where the backend has it, false otherwise.
+static inline bool hl_backend_run_runtime_func_now(hl_backend_t* backend,
+                                                   hl_backend_stream_t* stream,
+                                                   hl_host_fn_t fn,
+                                                   void* user) {
+  return backend->vtable->run_runtime_func_now &&
+         backend->vtable->run_runtime_func_now(backend, stream, fn, user);
 }
 
 #endif  // HIPLINE_RUNTIME_BACKEND_BACKEND_H_

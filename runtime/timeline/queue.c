@@ -43,7 +43,7 @@ typedef struct hl_issue_plan_t {
 
 struct hl_submission_t {
   hl_submission_t* next;
-  hl_queue_t* queue;  // Retained.
+  hl_queue_t* queue;  // Retained (unless |borrowed|).
   uint64_t value;     // On the queue's timeline.
   hl_fence_entry_t* waits;
   size_t wait_count;
@@ -53,6 +53,15 @@ struct hl_submission_t {
   _Atomic(hl_status_t) failure;
   atomic_bool fail_queue;
   bool parked_once;
+  // The queue and the semaphores of |waits| and |signals| are the
+  // submitter's references, not retained: the submission is being issued
+  // by the thread inside hl_queue_submit, which holds them, and it is
+  // finished before that call returns (runtime work on an idle stream).
+  // Before anything could let it outlive the call (parking, a completion
+  // that does not run at once, a host step, a clean-up left to the
+  // completion thread) hl_submission_own_refs takes the references. Saves
+  // a retain and a release per semaphore and for the queue.
+  bool borrowed;
   // One per wait, allocated when the submission first parks: every wait not
   // yet reached is watched, so a failure of any of them releases it.
   hl_park_waiter_t* parks;
@@ -204,6 +213,17 @@ void hl_submission_describe(const hl_submission_t* submission, char* buffer,
            (unsigned long long)submission->value);
 }
 
+// Takes the references of a |borrowed| submission: only its issuer, still
+// inside hl_queue_submit, calls this, before the submission can outlive it.
+static void hl_submission_own_refs(hl_submission_t* sub) {
+  if (!sub->borrowed) return;
+  sub->borrowed = false;
+  for (size_t i = 0; i < sub->wait_count + sub->signal_count; ++i) {
+    hl_semaphore_retain(sub->waits[i].semaphore);  // Waits, then signals.
+  }
+  hl_queue_retain(sub->queue);
+}
+
 // Frees what |sub| allocated for itself and recycles it.
 static void hl_submission_recycle(hl_submission_t* sub) {
   free(sub->parks);
@@ -221,6 +241,8 @@ static void hl_submission_destroy(hl_work_t* work) {
     op->vtable->release(op, status);
     op = next;
   }
+  // Never |borrowed| here (hl_submission_finish owns the references before
+  // it leaves the destroy to the completion thread).
   for (size_t i = 0; i < sub->wait_count; ++i) {
     hl_semaphore_release(sub->waits[i].semaphore);
   }
@@ -248,13 +270,15 @@ static bool hl_submission_destroy_light(hl_submission_t* sub) {
     }
     sub->ops = next;
   }
-  for (size_t i = 0; i < sub->wait_count + sub->signal_count; ++i) {
-    // Waits and signals are one array.
-    hl_fence_entry_t* e = &sub->waits[i];
-    if (!hl_semaphore_release_unless_last(e->semaphore)) return false;
-    e->semaphore = NULL;
+  if (!sub->borrowed) {
+    for (size_t i = 0; i < sub->wait_count + sub->signal_count; ++i) {
+      // Waits and signals are one array.
+      hl_fence_entry_t* e = &sub->waits[i];
+      if (!hl_semaphore_release_unless_last(e->semaphore)) return false;
+      e->semaphore = NULL;
+    }
+    if (!hl_queue_release_unless_last(sub->queue)) return false;
   }
-  if (!hl_queue_release_unless_last(sub->queue)) return false;
   hl_status_free(status);
   hl_submission_recycle(sub);
   return true;
@@ -424,6 +448,7 @@ static void hl_submission_finish(hl_submission_t* sub) {
     if (reserved) hl_device_unreserve_work(device);
     return;
   }
+  hl_submission_own_refs(sub);  // Its issuer is still in hl_queue_submit.
   hl_device_enqueue_cleanup(device, &sub->work, reserved);
 }
 
@@ -615,6 +640,7 @@ static void hl_queue_suspend_issue_unlocked(hl_queue_t* queue,
   hl_backend_t* backend = device->backend;
   hl_issue_plan_t* plan = &sub->plan;
   hl_status_t st = NULL;
+  hl_submission_own_refs(sub);  // The completer goes on with it.
   // The submission's own event marks the step; it is recorded again at the
   // end of the submission, after the completer has waited on it here.
   st = hl_issue_acquire_event(device, plan);
@@ -685,8 +711,15 @@ static bool hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
   }
   if (!queue->by_events) {
     hl_issuing_completion_ = sub;
-    st = hl_backend_launch_runtime_func(backend, queue->stream,
-                                        hl_submission_complete, sub);
+    // A |borrowed| submission must be finished before its submitter's call
+    // returns: its completion runs now, or it owns its references first.
+    if (!sub->borrowed ||
+        !hl_backend_run_runtime_func_now(backend, queue->stream,
+                                         hl_submission_complete, sub)) {
+      hl_submission_own_refs(sub);
+      st = hl_backend_launch_runtime_func(backend, queue->stream,
+                                          hl_submission_complete, sub);
+    }
     hl_issuing_completion_ = NULL;
     if (st) {
       plan->completion_failure = st;
@@ -832,6 +865,7 @@ typedef enum hl_park_result_e {
 // queue's lock held.
 static hl_park_result_t hl_submission_park_locked(hl_queue_t* queue,
                                                   hl_submission_t* sub) {
+  hl_submission_own_refs(sub);  // Others may issue it from now on.
   if (!sub->parks) {
     sub->parks = calloc(sub->wait_count, sizeof(*sub->parks));
     if (!sub->parks) {
@@ -1438,12 +1472,11 @@ static void hl_ops_release_all(hl_op_t* ops, hl_status_t status) {
   }
 }
 
-// Copies |fence|'s pairs into |entries|, retaining each semaphore.
-static void hl_copy_fence(const hl_fence_t* fence, hl_fence_entry_t* entries) {
-  for (size_t i = 0; i < hl_fence_count(fence); ++i) {
-    entries[i] = fence->entries[i];
-    hl_semaphore_retain(entries[i].semaphore);
-  }
+// Copies |fence|'s pairs into |entries| (the semaphores are not retained:
+// see hl_submission_t.borrowed).
+static void hl_copy_fence(const hl_fence_t* fence, size_t count,
+                          hl_fence_entry_t* entries) {
+  if (count) memcpy(entries, fence->entries, count * sizeof(*entries));
 }
 
 hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
@@ -1509,8 +1542,8 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
     HL_TRACE_ZONE_END(zone);
     return st;
   }
-  hl_copy_fence(wait_fence, entries);
-  hl_copy_fence(signal_fence, entries + waits);
+  hl_copy_fence(wait_fence, waits, entries);
+  hl_copy_fence(signal_fence, signals, entries + waits);
   sub->waits = entries;
   sub->wait_count = waits;
   sub->signals = entries + waits;
@@ -1519,8 +1552,8 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   sub->work.fn = hl_submission_destroy;
   atomic_init(&sub->failure, NULL);
   atomic_init(&sub->fail_queue, false);
-  hl_queue_retain(queue);
   sub->queue = queue;
+  sub->borrowed = true;  // Until the lock is taken, only this thread sees it.
 
   // Pumps this submission makes issuable (its publication signals parked
   // submissions) run here, once the lock is let go.
@@ -1545,11 +1578,20 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
                                  hl_status_clone(failure));
     }
     hl_submission_fail(sub, hl_status_clone(failure), false);
+    hl_submission_own_refs(sub);
     hl_device_enqueue_work(queue->device, &sub->work);
     hl_queue_unlock(queue);
     if (sink_owner) hl_pump_sink_close(&sink);
     HL_TRACE_ZONE_END(zone);
     return hl_status_annotate(failure, "queue %u has failed", queue->id);
+  }
+  // This thread issues |sub| right away (below) unless another issuer, a
+  // scheduled pump or earlier submissions are ahead of it: then others may.
+  // (A pump scheduled after this look finds |sub| issued, or gone.)
+  bool pump_here = !atomic_load(&queue->pump_scheduled);
+  if (!pump_here || queue->issuing || queue->pending_head ||
+      queue->by_events) {
+    hl_submission_own_refs(sub);
   }
   sub->value =
       atomic_load_explicit(&queue->next_value, memory_order_relaxed) + 1;
@@ -1566,7 +1608,7 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   for (hl_op_t* op = ops; op; op = op->next) {
     if (op->vtable->on_submit) op->vtable->on_submit(op, queue, sub->value);
   }
-  if (!atomic_load(&queue->pump_scheduled)) hl_queue_pump_locked(queue);
+  if (pump_here) hl_queue_pump_locked(queue);
   hl_queue_unlock(queue);
   if (sink_owner) hl_pump_sink_close(&sink);
   HL_TRACE_ZONE_END(zone);

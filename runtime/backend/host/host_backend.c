@@ -166,6 +166,13 @@ static hl_status_t hl_host_launch_host_func(hl_backend_t* backend,
   return hl_host_stream_enqueue_fn(stream, fn, user, NULL);
 }
 
+static bool hl_host_run_runtime_func_now(hl_backend_t* backend,
+                                         hl_backend_stream_t* stream,
+                                         hl_host_fn_t fn, void* user) {
+  (void)backend;
+  return fn && hl_host_stream_run_inline(stream, fn, user);
+}
+
 static hl_status_t hl_host_launch_runtime_func(hl_backend_t* backend,
                                                hl_backend_stream_t* stream,
                                                hl_host_fn_t fn, void* user) {
@@ -388,6 +395,7 @@ static const hl_backend_vtable_t hl_host_vtable = {
     .stream_wait_event = hl_host_stream_wait_event,
     .launch_host_func = hl_host_launch_host_func,
     .launch_runtime_func = hl_host_launch_runtime_func,
+    .run_runtime_func_now = hl_host_run_runtime_func_now,
     .memcpy_async = hl_host_memcpy_async,
     .memset32_async = hl_host_memset32_async,
     .malloc_async = hl_host_malloc_async,
