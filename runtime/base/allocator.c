@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/allocator_internal.h"
+
 static void* hl_system_alloc(void* self, size_t size) {
   (void)self;
   return malloc(size);
@@ -12,6 +14,10 @@ static void* hl_system_alloc(void* self, size_t size) {
 static void hl_system_free(void* self, void* ptr) {
   (void)self;
   free(ptr);
+}
+
+bool hl_allocator_is_system(hl_allocator_t a) {
+  return !a.self && a.alloc == hl_system_alloc && a.free == hl_system_free;
 }
 
 hl_allocator_t hl_allocator_system(void) {

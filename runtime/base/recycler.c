@@ -4,6 +4,7 @@
 #include <string.h>
 #include <threads.h>
 
+#include "runtime/base/allocator_internal.h"
 #include "runtime/base/spin.h"
 
 // Precedes every object; 16-byte multiple keeps the object's alignment.
@@ -65,9 +66,9 @@ static bool hl_recyclable(hl_allocator_t a) {
   (void)a;
   return false;
 #else
-  hl_allocator_t system = hl_allocator_system();
-  return a.self == system.self && a.alloc == system.alloc &&
-         a.free == system.free;
+  // The system allocator as hl_allocator_system returns it, or with no
+  // functions (what hl_recycler_alloc callers pass for "the default").
+  return !a.alloc || hl_allocator_is_system(a);
 #endif
 }
 
@@ -153,7 +154,6 @@ static hl_recycler_cache_t* hl_recycler_cache(hl_recycler_t* r) {
 
 hl_status_t hl_recycler_alloc(hl_recycler_t* r, hl_allocator_t allocator,
                               void** out_object) {
-  if (!allocator.alloc) allocator = hl_allocator_system();
   hl_recycled_t* h = NULL;
   if (hl_recyclable(allocator)) {
     hl_recycler_cache_t* c = hl_recycler_cache(r);
@@ -177,6 +177,7 @@ hl_status_t hl_recycler_alloc(hl_recycler_t* r, hl_allocator_t allocator,
   if (h) {
     memset(h + 1, 0, r->size);
   } else {
+    if (!allocator.alloc) allocator = hl_allocator_system();
     HL_RETURN_IF_ERROR(
         hl_allocator_calloc(allocator, sizeof(*h) + r->size, (void**)&h),
         "allocating %s", r->what);

@@ -351,19 +351,27 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
                           (unsigned long long)root->id);
   }
   hl_dealloca_op_t* op = NULL;
-  hl_fence_t* waits = NULL;
+  // The caller's waits and the root's uses, on the stack (it only lives
+  // through the submit). Uses on this queue's own timeline are left out:
+  // queue order covers them (the submission would elide them anyway).
+  hl_fence_t waits;
+  hl_fence_init_embedded(&waits);
   hl_status_t st = hl_recycler_alloc(&hl_dealloca_op_recycler_,
                                      hl_allocator_system(), (void**)&op);
-  if (!st) st = hl_fence_create(root->device->host_allocator, &waits);
-  if (!st) st = hl_fence_join(waits, wait_fence);
+  if (!st) st = hl_fence_join(&waits, wait_fence);
   if (!st) {
+    hl_semaphore_t* own = hl_queue_timeline(queue);
     mtx_lock(&root->mutex);
-    st = hl_fence_join(waits, root->use_fence);
+    for (size_t i = 0; i < root->use_fence->count && !st; ++i) {
+      hl_fence_entry_t e = root->use_fence->entries[i];
+      if (e.semaphore != own)
+        st = hl_fence_insert(&waits, e.semaphore, e.value);
+    }
     mtx_unlock(&root->mutex);
   }
   if (st) {
     atomic_store(&root->dealloca_scheduled, false);
-    hl_fence_release(waits);
+    hl_fence_deinit_embedded(&waits);
     hl_recycler_free(&hl_dealloca_op_recycler_, op);
     return st;
   }
@@ -376,8 +384,8 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
   atomic_init(&op->settled, false);
   op->queue_id = hl_queue_id(queue);
   op->what = who;
-  st = hl_queue_submit(queue, waits, signal_fence, &op->base, NULL);
-  hl_fence_release(waits);
+  st = hl_queue_submit(queue, &waits, signal_fence, &op->base, NULL);
+  hl_fence_deinit_embedded(&waits);
   if (st) {
     // Not submitted (the queue has failed): nothing was scheduled.
     atomic_store(&root->dealloca_scheduled, false);

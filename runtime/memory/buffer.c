@@ -257,18 +257,15 @@ static hl_status_t hl_root_create(hl_device_t* device, hl_queue_t* affinity,
   HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_root_recycler_,
                                        hl_allocator_system(), (void**)&root),
                      "a root for %llu bytes", (unsigned long long)size);
-  hl_status_t st = hl_fence_create(device->host_allocator, &root->use_fence);
-  if (!st)
-    st = hl_fence_create(device->host_allocator, &root->mutation_barrier);
-  if (!st && mtx_init(&root->mutex, mtx_plain) != thrd_success) {
-    st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED, "creating a root mutex");
-  }
-  if (st) {
-    hl_fence_release(root->use_fence);
-    hl_fence_release(root->mutation_barrier);
+  if (mtx_init(&root->mutex, mtx_plain) != thrd_success) {
     hl_recycler_free(&hl_root_recycler_, root);
-    return st;
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "creating a root mutex");
   }
+  hl_fence_init_embedded(&root->use_fence_storage);
+  hl_fence_init_embedded(&root->mutation_barrier_storage);
+  root->use_fence = &root->use_fence_storage;
+  root->mutation_barrier = &root->mutation_barrier_storage;
   atomic_init(&root->refs, 1);
   root->id = atomic_fetch_add(&hl_next_root_id_, 1);
   root->device = device;
@@ -326,8 +323,8 @@ void hl_root_release_for_op(hl_root_t* root) {
 
 static void hl_root_destroy(hl_root_t* root) {
   hl_status_free(root->alloc_failure);
-  hl_fence_release(root->use_fence);
-  hl_fence_release(root->mutation_barrier);
+  hl_fence_deinit_embedded(root->use_fence);
+  hl_fence_deinit_embedded(root->mutation_barrier);
   mtx_destroy(&root->mutex);
   hl_queue_t* queue = root->affinity_queue;
   hl_device_t* device = root->device;

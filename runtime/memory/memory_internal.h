@@ -52,8 +52,10 @@ typedef struct hl_root_t {
   atomic_bool fallback_started;
   // Timeline resource; guarded by |mutex|.
   mtx_t mutex;
-  hl_fence_t* use_fence;
-  hl_fence_t* mutation_barrier;
+  hl_fence_t* use_fence;         // &use_fence_storage.
+  hl_fence_t* mutation_barrier;  // &mutation_barrier_storage.
+  hl_fence_t use_fence_storage;  // Embedded: no fence allocation per root.
+  hl_fence_t mutation_barrier_storage;
   // Who freed the memory, for use-after-free reports (|mutex|), formatted
   // only when one is reported: a static description ("queue_dealloca", a
   // fallback), and the queue and submission value when a dealloca freed it

@@ -28,6 +28,22 @@ hl_status_t hl_fence_create(hl_allocator_t host_allocator,
   return NULL;
 }
 
+void hl_fence_init_embedded(hl_fence_t* fence) {
+  atomic_init(&fence->ref_count, 1);
+  fence->entries = fence->inline_entries;
+  fence->count = 0;
+  fence->capacity =
+      sizeof(fence->inline_entries) / sizeof(fence->inline_entries[0]);
+}
+
+void hl_fence_deinit_embedded(hl_fence_t* fence) {
+  hl_fence_clear(fence);
+  if (fence->entries != fence->inline_entries) free(fence->entries);
+  fence->entries = fence->inline_entries;
+  fence->capacity =
+      sizeof(fence->inline_entries) / sizeof(fence->inline_entries[0]);
+}
+
 void hl_fence_retain(hl_fence_t* fence) {
   if (fence)
     atomic_fetch_add_explicit(&fence->ref_count, 1, memory_order_relaxed);

@@ -28,6 +28,7 @@ typedef struct hl_park_waiter_t {
 #define HL_ISSUE_INLINE_WAITS 8
 #define HL_SUBMISSION_INLINE_ENTRIES 4
 
+// hl_queue_plan_issue_locked sets every field (a new one needs a line there).
 typedef struct hl_issue_plan_t {
   hl_shared_event_t* inline_waits[HL_ISSUE_INLINE_WAITS];
   hl_shared_event_t** waits;  // Device timepoints to wait on (held).
@@ -521,9 +522,14 @@ hl_status_t hl_issue_enqueue_gated(hl_issue_ctx_t* ctx, hl_gated_t* storage,
 // Step 1. The queue's lock held.
 static void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
                                        hl_issue_plan_t* plan) {
-  memset(plan, 0, sizeof(*plan));
+  // Every field but the inline wait slots (filled as they are counted).
   plan->waits = plan->inline_waits;
+  plan->wait_count = 0;
+  plan->event = NULL;
   plan->waits_settled = true;
+  plan->completion_failure = NULL;
+  plan->event_failure = NULL;
+  plan->completed_at_issue = false;
   ++queue->in_flight;
   // Until it has published, the issuer counts on its queue: a thread that
   // flushes the device (after wait_idle, say) also waits for the issuer to
@@ -1589,8 +1595,7 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   // scheduled pump or earlier submissions are ahead of it: then others may.
   // (A pump scheduled after this look finds |sub| issued, or gone.)
   bool pump_here = !atomic_load(&queue->pump_scheduled);
-  if (!pump_here || queue->issuing || queue->pending_head ||
-      queue->by_events) {
+  if (!pump_here || queue->issuing || queue->pending_head || queue->by_events) {
     hl_submission_own_refs(sub);
   }
   sub->value =

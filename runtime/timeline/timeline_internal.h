@@ -385,6 +385,12 @@ struct hl_fence_t {
   hl_fence_entry_t inline_entries[4];
 };
 
+// A fence that lives inside another object or on the stack: never retained,
+// never shared, so it needs no recycled allocation of its own. Initialised
+// empty; deinit drops its pairs and any entries it grew into.
+void hl_fence_init_embedded(hl_fence_t* fence);
+void hl_fence_deinit_embedded(hl_fence_t* fence);
+
 // Waits on |count| pairs (any number) as hl_semaphore_wait_many does: every
 // pending pair has a waiter, so a failure of any of them ends the wait.
 hl_status_t hl_semaphore_wait_pairs(hl_wait_mode_t mode, size_t count,
