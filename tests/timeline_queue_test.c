@@ -1032,6 +1032,65 @@ static void test_idle_host_queue_completes_at_submit(void** state) {
   hl_device_release(device);
 }
 
+// An empty submission (no operations) whose waits are reached, on a queue
+// with nothing in flight, completes inside hl_queue_submit without touching
+// the stream, whether or not the host backend runs runtime work inline
+// (HIPLINE_HOST_INLINE=0 here does not matter). Behind a busy stream it waits
+// its turn, and then it holds its own references: the submitter drops every
+// handle it had and the submission still reads its semaphores (they are not
+// the submitter's borrowed ones any more). Not on queues completed by events
+// (hip), which always go through the stream.
+static void test_empty_submission_completes_without_stream(void** state) {
+  (void)state;
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_device_properties_t props;
+  HL_ASSERT_OK(hl_device_properties(device, &props));
+  if (props.backend != HL_BACKEND_HOST) {
+    hl_device_release(device);
+    skip();
+  }
+  hl_queue_t* q = queue_create(device);
+  hl_semaphore_t* reached = sem_create(5);
+  hl_semaphore_t* s = sem_create(0);
+  uint64_t value = 0;
+  for (uint64_t i = 1; i <= 50; ++i) {
+    barrier(q, FENCE1(reached, 5), FENCE1(s, i));
+    HL_ASSERT_OK(hl_semaphore_query(s, &value));
+    assert_int_equal(value, i);
+  }
+  // A closed gate holds the stream: the next barrier must wait for it.
+  gate_t gate;
+  atomic_init(&gate.open, false);
+  atomic_init(&gate.runs, 0);
+  HL_ASSERT_OK(hl_queue_host_call(q, NULL, NULL, gate_fn, &gate));
+  hl_semaphore_t* w = sem_create(1);
+  hl_semaphore_t* x = sem_create(0);
+  hl_semaphore_retain(x);  // The test's second reference, to look at it.
+  barrier(q, FENCE1(w, 1), FENCE1(x, 1));  // Releases its fences.
+  HL_ASSERT_OK(hl_semaphore_query(x, &value));
+  assert_int_equal(value, 0);
+  // The submission holds references of its own now.
+  assert_true(atomic_load(&w->ref_count) >= 2);
+  assert_true(atomic_load(&x->ref_count) >= 3);
+  hl_semaphore_release(w);  // Only the submission's reference is left.
+  hl_semaphore_release(x);
+  atomic_store(&gate.open, true);
+  HL_ASSERT_OK(hl_semaphore_wait(x, 1, LONG_DEADLINE()));
+  HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
+  hl_device_flush_work(device);
+  assert_int_equal(atomic_load(&x->ref_count), 1);  // Given back.
+  hl_queue_stats_t stats;
+  hl_queue_stats(q, &stats);
+  assert_int_equal(stats.submissions, 52);
+  assert_int_equal(stats.failed, 0);
+  hl_semaphore_release(x);
+  hl_semaphore_release(s);
+  hl_semaphore_release(reached);
+  hl_queue_release(q);
+  hl_device_release(device);
+}
+
 // A host signal pumps the submissions it releases on the signalling thread
 // (a pump sink), so a chain of parked barriers across queues, each waiting
 // on the one before, completes inside hl_semaphore_signal. Longer than the
@@ -1157,6 +1216,7 @@ int main(void) {
       cmocka_unit_test(test_depth_env_strict),
       cmocka_unit_test(test_dealloca_on_origin_queue),
       cmocka_unit_test(test_idle_host_queue_completes_at_submit),
+      cmocka_unit_test(test_empty_submission_completes_without_stream),
       cmocka_unit_test(test_host_signal_pumps_released_chain),
       cmocka_unit_test(test_timepoint_list_order_and_search),
       cmocka_unit_test(test_host_function_may_call_hipline),

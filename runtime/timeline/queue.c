@@ -833,6 +833,47 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
   hl_queue_issuer_end_locked(queue);
 }
 
+// Completes |sub|, just taken off the head of |queue|, here and now if it
+// needs nothing from the stream: it has no operations, every wait is reached
+// (or on the queue's own timeline), and nothing of the queue is in flight,
+// so every earlier submission has completed and published. Its signals are
+// published under the lock the pump already holds, with no backend call and
+// no issue step. Returns false, changing nothing, otherwise. The queue's
+// lock held.
+static bool hl_queue_complete_at_once_locked(hl_queue_t* queue,
+                                             hl_submission_t* sub) {
+  if (sub->ops || queue->in_flight || queue->by_events) return false;
+  for (size_t i = 0; i < sub->wait_count; ++i) {
+    hl_semaphore_t* s = sub->waits[i].semaphore;
+    if (s != queue->timeline && hl_semaphore_value(s) < sub->waits[i].value) {
+      return false;
+    }
+  }
+  queue->stats.waits_elided += sub->wait_count;
+  if (!atomic_load(&sub->failure) && hl_faults_should_fail_submission()) {
+    hl_submission_fail(
+        sub,
+        HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                       "submission %llu on queue %u failed: injected by "
+                       "HIPLINE_FAULTS",
+                       (unsigned long long)sub->value, queue->id),
+        false);
+  }
+  ++queue->in_flight;  // hl_queue_note_completion_locked takes it back.
+  // Published with the issuer's count held, as an issue would be
+  // (hl_device_wait_issuers): the references go before it ends.
+  hl_queue_issuer_begin_locked(queue);
+  atomic_init(&sub->completion_reserved, false);
+  hl_submission_publish_outcome_locked(sub, NULL);
+  for (size_t i = 0; i < sub->signal_count; ++i) {
+    hl_frontier_raise(queue, sub->signals[i].semaphore->id,
+                      sub->signals[i].value);
+  }
+  hl_submission_finish(sub);
+  hl_queue_issuer_end_locked(queue);
+  return true;
+}
+
 // Under the semaphore's lock: atomics and the work queue only.
 static void hl_submission_park_notify(hl_waiter_t* waiter) {
   hl_submission_t* sub = ((hl_park_waiter_t*)waiter)->submission;
@@ -971,6 +1012,7 @@ static bool hl_queue_pump_issue_locked(hl_queue_t* queue) {
     if (!queue->pending_head) queue->pending_tail = NULL;
     sub->next = NULL;
     --queue->pending_count;
+    if (hl_queue_complete_at_once_locked(queue, sub)) continue;
     hl_queue_plan_issue_locked(queue, sub, &sub->plan);
     hl_queue_unlock(queue);
     bool suspended = hl_queue_issue_unlocked(queue, sub, &sub->plan);
