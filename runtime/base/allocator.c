@@ -6,22 +6,19 @@
 
 #include "runtime/base/allocator_internal.h"
 
-static void* hl_system_alloc(void* self, size_t size) {
+void* hl_allocator_system_alloc_(void* self, size_t size) {
   (void)self;
   return malloc(size);
 }
 
-static void hl_system_free(void* self, void* ptr) {
+void hl_allocator_system_free_(void* self, void* ptr) {
   (void)self;
   free(ptr);
 }
 
-bool hl_allocator_is_system(hl_allocator_t a) {
-  return !a.self && a.alloc == hl_system_alloc && a.free == hl_system_free;
-}
-
 hl_allocator_t hl_allocator_system(void) {
-  hl_allocator_t a = {NULL, hl_system_alloc, hl_system_free};
+  hl_allocator_t a = {NULL, hl_allocator_system_alloc_,
+                      hl_allocator_system_free_};
   return a;
 }
 

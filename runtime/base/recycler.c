@@ -127,9 +127,10 @@ static void hl_recycler_init_once(void) {
       thrd_success;
 }
 
-// This thread's cache for |r|, or NULL (no slot left, or no exit hook:
-// objects of a thread that exits must not be lost).
-static hl_recycler_cache_t* hl_recycler_cache(hl_recycler_t* r) {
+// hl_recycler_cache past its first look: assigns |r| a slot and registers
+// this thread's exit hook.
+static __attribute__((noinline)) hl_recycler_cache_t* hl_recycler_cache_slow(
+    hl_recycler_t* r) {
   int slot = atomic_load_explicit(&r->slot, memory_order_acquire);
   if (slot == 0) {
     call_once(&hl_recycler_once_, hl_recycler_init_once);
@@ -150,6 +151,19 @@ static hl_recycler_cache_t* hl_recycler_cache(hl_recycler_t* r) {
     hl_recycler_thread_registered_ = true;
   }
   return &hl_recycler_caches_[slot - 1];
+}
+
+// This thread's cache for |r|, or NULL (no slot left, or no exit hook:
+// objects of a thread that exits must not be lost). Every allocation and
+// free asks: the common case (a slot, a registered thread) is a few
+// instructions here, the rest is out of line.
+static inline hl_recycler_cache_t* hl_recycler_cache(hl_recycler_t* r) {
+  int slot = atomic_load_explicit(&r->slot, memory_order_acquire);
+  // Registered implies the exit hook exists.
+  if (HL_LIKELY(slot > 0 && hl_recycler_thread_registered_)) {
+    return &hl_recycler_caches_[slot - 1];
+  }
+  return hl_recycler_cache_slow(r);
 }
 
 hl_status_t hl_recycler_alloc(hl_recycler_t* r, hl_allocator_t allocator,
