@@ -719,12 +719,15 @@ static bool hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
     hl_issuing_completion_ = sub;
     // A |borrowed| submission must be finished before its submitter's call
     // returns: its completion runs now, or it owns its references first.
-    if (!sub->borrowed ||
-        !hl_backend_run_runtime_func_now(backend, queue->stream,
-                                         hl_submission_complete, sub)) {
-      hl_submission_own_refs(sub);
+    if (!sub->borrowed) {
       st = hl_backend_launch_runtime_func(backend, queue->stream,
                                           hl_submission_complete, sub);
+    } else if (!hl_backend_run_runtime_func_now(backend, queue->stream,
+                                                hl_submission_complete, sub)) {
+      // The stream is busy: no second look for an idle moment.
+      hl_submission_own_refs(sub);
+      st = backend->vtable->launch_host_func(backend, queue->stream,
+                                             hl_submission_complete, sub);
     }
     hl_issuing_completion_ = NULL;
     if (st) {
