@@ -504,6 +504,22 @@ hl_status_t hl_issue_enqueue_gated(hl_issue_ctx_t* ctx, hl_gated_t* storage,
                                                 hl_gated_thunk, storage);
 }
 
+// Fails |sub| when HIPLINE_FAULTS asks for it (once per submission, as it
+// leaves the pending list).
+static void hl_submission_maybe_inject_failure(hl_queue_t* queue,
+                                               hl_submission_t* sub) {
+  if (atomic_load(&sub->failure) || !hl_faults_should_fail_submission()) {
+    return;
+  }
+  hl_submission_fail(
+      sub,
+      HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                     "submission %llu on queue %u failed: injected by "
+                     "HIPLINE_FAULTS",
+                     (unsigned long long)sub->value, queue->id),
+      false);
+}
+
 // Issuing a submission takes three steps, so that no backend call runs
 // under the queue's lock (a full HIP stream, or a slow driver, would stall
 // the queue's completions otherwise):
@@ -538,15 +554,7 @@ static void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
   atomic_init(&sub->refs, 2);  // The issuer's and the completion's.
   atomic_init(&sub->completion_reserved, false);
 
-  if (!atomic_load(&sub->failure) && hl_faults_should_fail_submission()) {
-    hl_submission_fail(
-        sub,
-        HL_MAKE_STATUS(HL_STATUS_INTERNAL,
-                       "submission %llu on queue %u failed: injected by "
-                       "HIPLINE_FAULTS",
-                       (unsigned long long)sub->value, queue->id),
-        false);
-  }
+  hl_submission_maybe_inject_failure(queue, sub);
   if (!atomic_load(&sub->failure) && sub->wait_count > HL_ISSUE_INLINE_WAITS) {
     plan->waits = malloc(sub->wait_count * sizeof(*plan->waits));
     if (!plan->waits) {
@@ -853,15 +861,7 @@ static bool hl_queue_complete_at_once_locked(hl_queue_t* queue,
     }
   }
   queue->stats.waits_elided += sub->wait_count;
-  if (!atomic_load(&sub->failure) && hl_faults_should_fail_submission()) {
-    hl_submission_fail(
-        sub,
-        HL_MAKE_STATUS(HL_STATUS_INTERNAL,
-                       "submission %llu on queue %u failed: injected by "
-                       "HIPLINE_FAULTS",
-                       (unsigned long long)sub->value, queue->id),
-        false);
-  }
+  hl_submission_maybe_inject_failure(queue, sub);
   ++queue->in_flight;  // hl_queue_note_completion_locked takes it back.
   // Published with the issuer's count held, as an issue would be
   // (hl_device_wait_issuers): the references go before it ends.
