@@ -240,9 +240,9 @@ static void hl_dealloca_settle_fn(void* user) {
   hl_dealloca_settle((hl_dealloca_op_t*)user);
 }
 
+// The free succeeded (hl_root_free_memory counted the dealloca).
 static void hl_dealloca_freed(hl_dealloca_op_t* op) {
   atomic_store(&op->freed, true);
-  hl_memory_note(op->root->device, op->queue_id, HL_MEMORY_EVENT_DEALLOCA, 0);
 }
 
 // The stream work: mark the root freed and return its memory on the stream.

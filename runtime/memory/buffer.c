@@ -168,8 +168,7 @@ void hl_memory_note_elision(hl_device_t* device, uint32_t queue_id,
   mtx_unlock(&state->mutex);
 }
 
-void hl_memory_note(hl_device_t* device, uint32_t queue_id,
-                    hl_memory_event_t event, uint64_t bytes) {
+static void hl_memory_count_global(hl_memory_event_t event) {
   if (event == HL_MEMORY_EVENT_FALLBACK_FRONTIER) {
     atomic_fetch_add(&hl_global_frontier_releases_, 1);
   } else if (event == HL_MEMORY_EVENT_FALLBACK_DEVICE_SYNC) {
@@ -177,6 +176,18 @@ void hl_memory_note(hl_device_t* device, uint32_t queue_id,
   } else if (event == HL_MEMORY_EVENT_FALLBACK_ORDERED) {
     atomic_fetch_add(&hl_global_ordered_releases_, 1);
   }
+}
+
+static void hl_memory_apply_locked(hl_memory_state_t* state, uint32_t queue_id,
+                                   hl_memory_event_t event, uint64_t bytes) {
+  hl_memory_apply(&state->stats, event, bytes);
+  hl_memory_stats_t* per_queue = hl_memory_per_queue_locked(state, queue_id);
+  if (per_queue) hl_memory_apply(per_queue, event, bytes);
+}
+
+void hl_memory_note(hl_device_t* device, uint32_t queue_id,
+                    hl_memory_event_t event, uint64_t bytes) {
+  hl_memory_count_global(event);
   hl_memory_state_t* state = NULL;
   hl_status_t st = hl_memory_state(device, &state);
   if (st) {
@@ -184,9 +195,25 @@ void hl_memory_note(hl_device_t* device, uint32_t queue_id,
     return;
   }
   mtx_lock(&state->mutex);
-  hl_memory_apply(&state->stats, event, bytes);
-  hl_memory_stats_t* per_queue = hl_memory_per_queue_locked(state, queue_id);
-  if (per_queue) hl_memory_apply(per_queue, event, bytes);
+  hl_memory_apply_locked(state, queue_id, event, bytes);
+  mtx_unlock(&state->mutex);
+}
+
+void hl_memory_note_two(hl_device_t* device, uint32_t queue_a,
+                        hl_memory_event_t event_a, uint64_t bytes_a,
+                        uint32_t queue_b, hl_memory_event_t event_b,
+                        uint64_t bytes_b) {
+  hl_memory_count_global(event_a);
+  hl_memory_count_global(event_b);
+  hl_memory_state_t* state = NULL;
+  hl_status_t st = hl_memory_state(device, &state);
+  if (st) {
+    hl_status_free(st);
+    return;
+  }
+  mtx_lock(&state->mutex);
+  hl_memory_apply_locked(state, queue_a, event_a, bytes_a);
+  hl_memory_apply_locked(state, queue_b, event_b, bytes_b);
   mtx_unlock(&state->mutex);
 }
 
@@ -477,18 +504,40 @@ bool hl_root_mark_freed(hl_root_t* root, hl_root_freer_t who) {
   return marked;
 }
 
-hl_status_t hl_root_return_memory(hl_root_t* root,
-                                  hl_backend_stream_t* stream) {
+// hl_root_return_memory; a dealloca of queue |dealloca_queue| (UINT32_MAX:
+// none) is counted with the freed bytes, under one lock, when the free
+// succeeds.
+static hl_status_t hl_root_return_memory_counting(hl_root_t* root,
+                                                  hl_backend_stream_t* stream,
+                                                  uint32_t dealloca_queue) {
   void* ptr = atomic_load(&root->ptr);
   if (root->memory == HL_ROOT_MEMORY_EXTERNAL) {
     if (root->release_fn) root->release_fn(root->release_user, ptr);
     return NULL;
   }
-  hl_memory_note(root->device, hl_queue_id(root->affinity_queue),
-                 HL_MEMORY_EVENT_FREE_BYTES, root->size);
-  if (root->suballocation) return hl_memory_pool_free(root, stream);
-  hl_backend_t* backend = root->device->backend;
-  return backend->vtable->free_async(backend, ptr, stream);
+  hl_status_t st = NULL;
+  if (root->suballocation) {
+    st = hl_memory_pool_free(root, stream);
+  } else {
+    hl_backend_t* backend = root->device->backend;
+    st = backend->vtable->free_async(backend, ptr, stream);
+  }
+  // The bytes leave the statistics whether or not the pool took them back
+  // (the root is freed either way).
+  uint32_t affinity = hl_queue_id(root->affinity_queue);
+  if (!st && dealloca_queue != UINT32_MAX) {
+    hl_memory_note_two(root->device, affinity, HL_MEMORY_EVENT_FREE_BYTES,
+                       root->size, dealloca_queue, HL_MEMORY_EVENT_DEALLOCA, 0);
+  } else {
+    hl_memory_note(root->device, affinity, HL_MEMORY_EVENT_FREE_BYTES,
+                   root->size);
+  }
+  return st;
+}
+
+hl_status_t hl_root_return_memory(hl_root_t* root,
+                                  hl_backend_stream_t* stream) {
+  return hl_root_return_memory_counting(root, stream, UINT32_MAX);
 }
 
 hl_status_t hl_root_free_memory(hl_root_t* root, hl_backend_stream_t* stream,
@@ -500,7 +549,7 @@ hl_status_t hl_root_free_memory(hl_root_t* root, hl_backend_stream_t* stream,
                           (unsigned long long)root->id, who.what, who.queue_id,
                           (unsigned long long)who.value);
   }
-  return hl_root_return_memory(root, stream);
+  return hl_root_return_memory_counting(root, stream, who.queue_id);
 }
 
 //===----------------------------------------------------------------------===//

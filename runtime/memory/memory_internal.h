@@ -121,6 +121,8 @@ void hl_root_record_use(hl_root_t* root, hl_queue_t* queue, uint64_t value,
 // Marks the root freed by |who| (later uses are use-after-free) and then
 // returns its memory in stream order on |stream|. Must not run on a stream
 // callback, except as stream work of |stream| (hl_stream_work_issue).
+// A dealloca's free (|who| names its queue) is counted as one with the
+// freed bytes (HL_MEMORY_EVENT_DEALLOCA) when it succeeds.
 hl_status_t hl_root_free_memory(hl_root_t* root, hl_backend_stream_t* stream,
                                 hl_root_freer_t who);
 // The two halves of hl_root_free_memory: mark (false if it was not live) and
@@ -266,6 +268,11 @@ typedef enum hl_memory_event_e {
 } hl_memory_event_t;
 void hl_memory_note(hl_device_t* device, uint32_t queue_id,
                     hl_memory_event_t event, uint64_t bytes);
+// Two events under one lock.
+void hl_memory_note_two(hl_device_t* device, uint32_t queue_a,
+                        hl_memory_event_t event_a, uint64_t bytes_a,
+                        uint32_t queue_b, hl_memory_event_t event_b,
+                        uint64_t bytes_b);
 
 // Counts one command-buffer execution and its elided fills (device and queue
 // |queue_id| statistics).
