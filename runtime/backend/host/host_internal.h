@@ -36,11 +36,15 @@ struct hl_backend_stream_t {
   // would otherwise move one lock's line between cores for every item.
   // Items are pushed under |push_mutex| (so sequence order is push order)
   // onto |pushed|, a stack the worker empties with one exchange and
-  // reverses; the worker never takes |push_mutex|.
+  // reverses; the worker never takes |push_mutex|. |pushed| has a line of
+  // its own too: the worker spins reading it, and on the mutex's line that
+  // would take the line away from a pusher between its lock, its push and
+  // its unlock.
   char pad0[64];
   mtx_t push_mutex;
+  _Atomic uint64_t submitted_seq;  // Last item pushed (|push_mutex|).
+  char pad_pushed[64];
   _Atomic(hl_host_item_t*) pushed;  // Newest first.
-  _Atomic uint64_t submitted_seq;   // Last item pushed (|push_mutex|).
   char pad1[64];
   hl_host_item_t* stop_item;  // Made at creation so destroy cannot fail.
   thrd_t thread;
