@@ -1091,6 +1091,51 @@ static void test_empty_submission_completes_without_stream(void** state) {
   hl_device_release(device);
 }
 
+// A signal of a plain semaphore takes no lock when nobody waits and no
+// timepoint is attached. It can land while another queue's issuer attaches
+// a device timepoint for a lower value under the semaphore's lock, between
+// its look at the value and the attach: replayed here on one thread
+// (the fast signal needs no lock, so it runs inside the attacher's). The
+// attach sees the value that passed it and drops the timepoint at once, so
+// none is left holding its event. A timepoint above the value makes the
+// next signal take the lock and drop it.
+static void test_fast_signal_and_timepoint_attach(void** state) {
+  (void)state;
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_semaphore_t* s = sem_create(0);
+  hl_backend_event_t* event = NULL;
+  HL_ASSERT_OK(device->backend->vtable->event_create(device->backend, &event));
+  atomic_fetch_add(&device->live_events, 1);
+  hl_shared_event_t* shared = NULL;
+  HL_ASSERT_OK(hl_shared_event_create(device, event, &shared));
+
+  hl_semaphore_lock(s);
+  assert_true(hl_semaphore_value(s) < 5);  // The attacher's look.
+  hl_semaphore_signal_unlocked(s, 7);      // Another queue's completion.
+  assert_int_equal(hl_semaphore_value(s), 7);
+  HL_ASSERT_OK(hl_semaphore_add_timepoint_locked(s, 5, shared));
+  assert_int_equal(atomic_load(&s->timepoint_count), 0);
+  assert_null(s->timepoints);
+  assert_int_equal(atomic_load(&shared->refs), 1);  // Only the attacher's.
+  hl_semaphore_unlock(s);
+  // A timepoint above the value stays, and the next signal takes the lock
+  // to drop it.
+  hl_semaphore_lock(s);
+  HL_ASSERT_OK(hl_semaphore_add_timepoint_locked(s, 9, shared));
+  hl_semaphore_unlock(s);
+  assert_int_equal(atomic_load(&s->timepoint_count), 1);
+  assert_int_equal(hl_semaphore_issued_value(s), 9);
+  hl_semaphore_signal_unlocked(s, 9);
+  assert_int_equal(atomic_load(&s->timepoint_count), 0);
+  assert_null(s->timepoints);
+  assert_int_equal(hl_semaphore_issued_value(s), 9);
+  hl_shared_event_drop(shared);  // Recycles the event.
+  expect_device_events_pooled(device, 0);
+  hl_semaphore_release(s);
+  hl_device_release(device);
+}
+
 // A host signal pumps the submissions it releases on the signalling thread
 // (a pump sink), so a chain of parked barriers across queues, each waiting
 // on the one before, completes inside hl_semaphore_signal. Longer than the
@@ -1217,6 +1262,7 @@ int main(void) {
       cmocka_unit_test(test_dealloca_on_origin_queue),
       cmocka_unit_test(test_idle_host_queue_completes_at_submit),
       cmocka_unit_test(test_empty_submission_completes_without_stream),
+      cmocka_unit_test(test_fast_signal_and_timepoint_attach),
       cmocka_unit_test(test_host_signal_pumps_released_chain),
       cmocka_unit_test(test_timepoint_list_order_and_search),
       cmocka_unit_test(test_host_function_may_call_hipline),

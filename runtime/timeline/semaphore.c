@@ -55,6 +55,7 @@ static void hl_semaphore_drop_timepoints_locked(hl_semaphore_t* s,
     hl_timepoint_t* tp = s->timepoints;
     s->timepoints = tp->next;
     if (s->timepoints) s->timepoints->prev = NULL;
+    atomic_fetch_sub_explicit(&s->timepoint_count, 1, memory_order_relaxed);
     hl_shared_event_drop(tp->shared);
     hl_recycler_free(&hl_timepoint_recycler_, tp);
   }
@@ -137,14 +138,31 @@ static void hl_semaphore_notify_locked(hl_semaphore_t* s, bool all,
   }
 }
 
-void hl_semaphore_signal_locked(hl_semaphore_t* s, uint64_t value) {
-  if (value <= hl_semaphore_value(s) || hl_semaphore_failure(s)) return;
-  atomic_store_explicit(&s->value, value, memory_order_release);
-  if (hl_semaphore_issued_value(s) < value) {
+// Raises the value to |value| unless it is there already; returns whether
+// this call raised it. A fast signal may raise it without the lock.
+static bool hl_semaphore_raise_value(hl_semaphore_t* s, uint64_t value) {
+  uint64_t current = hl_semaphore_value(s);
+  do {
+    if (value <= current) return false;
+  } while (!atomic_compare_exchange_weak_explicit(
+      &s->value, &current, value, memory_order_seq_cst, memory_order_relaxed));
+  return true;
+}
+
+// Drops the timepoints the value has reached and wakes the waiters it
+// satisfies. The lock held.
+static void hl_semaphore_settle_locked(hl_semaphore_t* s) {
+  uint64_t value = hl_semaphore_value(s);
+  if (atomic_load_explicit(&s->issued_value, memory_order_relaxed) < value) {
     atomic_store_explicit(&s->issued_value, value, memory_order_release);
   }
   hl_semaphore_drop_timepoints_locked(s, value);
   hl_semaphore_notify_locked(s, false, value, hl_semaphore_issued_value(s));
+}
+
+void hl_semaphore_signal_locked(hl_semaphore_t* s, uint64_t value) {
+  if (hl_semaphore_failure(s) || !hl_semaphore_raise_value(s, value)) return;
+  hl_semaphore_settle_locked(s);
 }
 
 void hl_semaphore_fail_locked(hl_semaphore_t* s, hl_status_t status) {
@@ -184,6 +202,23 @@ void hl_semaphore_signal_owned(hl_semaphore_t* s, uint64_t value) {
 }
 
 void hl_semaphore_signal_unlocked(hl_semaphore_t* s, uint64_t value) {
+  if (!s->queue_owned &&
+      !atomic_load_explicit(&s->waiter_count, memory_order_seq_cst) &&
+      !atomic_load_explicit(&s->timepoint_count, memory_order_seq_cst)) {
+    // Nobody to wake and nothing to drop: no lock. The raise and the loads
+    // below are sequentially consistent, like a registration's increment
+    // and its look at the value, so either this sees the registration or
+    // the registration sees the value.
+    if (hl_semaphore_failure(s) || !hl_semaphore_raise_value(s, value)) return;
+    if (!atomic_load_explicit(&s->waiter_count, memory_order_seq_cst) &&
+        !atomic_load_explicit(&s->timepoint_count, memory_order_seq_cst)) {
+      return;
+    }
+    hl_semaphore_lock(s);
+    hl_semaphore_settle_locked(s);
+    hl_semaphore_unlock(s);
+    return;
+  }
   hl_semaphore_lock(s);
   hl_semaphore_signal_locked(s, value);
   hl_semaphore_unlock(s);
@@ -229,7 +264,15 @@ hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* s, uint64_t value,
     }
     after->prev = tp;
   }
-  if (hl_semaphore_issued_value(s) < value) {
+  // Counted, then the value looked at (see hl_semaphore_signal_unlocked):
+  // a signal that raised it past |value| without the lock meanwhile did not
+  // see this timepoint, so it is dropped here.
+  atomic_fetch_add_explicit(&s->timepoint_count, 1, memory_order_seq_cst);
+  if (hl_semaphore_value(s) >= value) {
+    hl_semaphore_settle_locked(s);
+    return NULL;
+  }
+  if (atomic_load_explicit(&s->issued_value, memory_order_relaxed) < value) {
     atomic_store_explicit(&s->issued_value, value, memory_order_release);
     hl_semaphore_notify_locked(s, false, hl_semaphore_value(s), value);
   }

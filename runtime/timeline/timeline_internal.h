@@ -279,22 +279,29 @@ struct hl_waiter_t {
 };
 
 struct hl_semaphore_t {
-  atomic_int ref_count;    // The host allocator is in its recycler header.
-  uint64_t id;             // Unique for the process; never reused.
-  mtx_t mutex;             // See the top of this file.
-  _Atomic uint64_t value;  // Written under |mutex|.
+  atomic_int ref_count;  // The host allocator is in its recycler header.
+  uint64_t id;           // Unique for the process; never reused.
+  mtx_t mutex;           // See the top of this file.
+  // Only grows: raised under |mutex|, or without it by
+  // hl_semaphore_signal_unlocked's fast path (a compare-and-swap either way),
+  // or by the owning queue alone (hl_semaphore_signal_owned).
+  _Atomic uint64_t value;
   _Atomic(hl_status_t) failure;  // First failure; written once, |mutex|.
-  // Highest value with a device timepoint (or reached). Written under
-  // |mutex|; a pump reads it without (and re-checks under |mutex| before
-  // it parks).
+  // Highest value with a device timepoint. Written under |mutex|; a pump
+  // reads it without (and re-checks under |mutex| before it parks). A fast
+  // signal does not raise it: hl_semaphore_issued_value reads the larger of
+  // it and |value|.
   _Atomic uint64_t issued_value;
   // |mutex| for the rest.
   hl_timepoint_t* timepoints;       // Ascending by value.
   hl_timepoint_t* timepoints_tail;  // Last entry: new values append in O(1).
   hl_waiter_t* waiters;
   // Registered waiters: changed under |mutex|, read without it by
-  // hl_semaphore_signal_owned.
+  // hl_semaphore_signal_owned and hl_semaphore_signal_unlocked.
   atomic_uint waiter_count;
+  // Entries of |timepoints|: changed under |mutex|, read without it by
+  // hl_semaphore_signal_unlocked (its fast path needs none attached).
+  atomic_uint timepoint_count;
   // A queue's own timeline (or its internal done semaphore): only the queue
   // signals or fails it, under the queue's lock.
   bool queue_owned;
@@ -327,7 +334,11 @@ static inline void hl_semaphore_unlock(hl_semaphore_t* semaphore) {
   mtx_unlock(&semaphore->mutex);
 }
 static inline uint64_t hl_semaphore_issued_value(hl_semaphore_t* semaphore) {
-  return atomic_load_explicit(&semaphore->issued_value, memory_order_acquire);
+  uint64_t issued =
+      atomic_load_explicit(&semaphore->issued_value, memory_order_acquire);
+  uint64_t value =
+      atomic_load_explicit(&semaphore->value, memory_order_acquire);
+  return issued > value ? issued : value;  // A reached value is issued.
 }
 
 // Unregisters |waiter| from the semaphore it was last registered on, if it
@@ -348,7 +359,13 @@ void hl_semaphore_fail_locked(hl_semaphore_t* semaphore, hl_status_t status);
 // timepoint is attached. Every registration of a waiter looks at the value
 // after hl_semaphore_add_waiter_locked, so none misses it.
 void hl_semaphore_signal_owned(hl_semaphore_t* semaphore, uint64_t value);
-// The same two, taking the semaphore's lock (no semaphore lock held).
+// The same two, taking the semaphore's lock (no semaphore lock held). A
+// signal of a semaphore nobody waits on and with no timepoint attached takes
+// no lock: it raises the value with a compare-and-swap and then looks at the
+// waiter and timepoint counts (registrations count first, then look at the
+// value), taking the lock only if one appeared. A signal that races a
+// failure may land after it (the two were concurrent); one that starts
+// after the failure is visible is ignored.
 void hl_semaphore_signal_unlocked(hl_semaphore_t* semaphore, uint64_t value);
 void hl_semaphore_fail_unlocked(hl_semaphore_t* semaphore, hl_status_t status);
 // Attaches a timepoint for |value| backed by |shared| (takes a reference on
