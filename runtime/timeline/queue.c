@@ -847,13 +847,15 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
 // Completes |sub|, just taken off the head of |queue|, here and now if it
 // needs nothing from the stream: it has no operations, every wait is reached
 // (or on the queue's own timeline), and nothing of the queue is in flight,
-// so every earlier submission has completed and published. Its signals are
+// so every earlier submission has completed and published (on queues
+// completed by events too: the completer publishes only after the stream
+// has passed the submission's event). Its signals are
 // published under the lock the pump already holds, with no backend call and
 // no issue step. Returns false, changing nothing, otherwise. The queue's
 // lock held.
 static bool hl_queue_complete_at_once_locked(hl_queue_t* queue,
                                              hl_submission_t* sub) {
-  if (sub->ops || queue->in_flight || queue->by_events) return false;
+  if (sub->ops || queue->in_flight) return false;
   for (size_t i = 0; i < sub->wait_count; ++i) {
     hl_semaphore_t* s = sub->waits[i].semaphore;
     if (s != queue->timeline && hl_semaphore_value(s) < sub->waits[i].value) {
