@@ -922,6 +922,110 @@ static void test_runtime_func_inline_when_idle(void** state) {
   backend_destroy_checked(&t);
 }
 
+// A stream claimed for a thread (stream_claim) runs the runtime work that
+// thread launches at once, in stream order: work launched from inside
+// claimed work goes after it, and after anything pushed behind the claim
+// (by this thread or another) runtime work is queued too. A busy stream,
+// or a second claim by the same thread, is refused.
+typedef struct claim_order_t {
+  atomic_int next;
+  int at[8];  // at[id]: 1 + position.
+  test_backend_t* t;
+  hl_backend_stream_t* stream;
+} claim_order_t;
+
+typedef struct claim_step_t {
+  claim_order_t* order;
+  int id;
+  int nested_id;  // >= 0: launches that step as runtime work, from inside.
+  struct claim_step_t* nested;
+} claim_step_t;
+
+static void claim_step_fn(void* user) {
+  claim_step_t* step = (claim_step_t*)user;
+  step->order->at[step->id] = 1 + atomic_fetch_add(&step->order->next, 1);
+  if (step->nested) {
+    HL_ASSERT_OK(step->order->t->v->launch_runtime_func(
+        step->order->t->b, step->order->stream, claim_step_fn, step->nested));
+    assert_int_equal(step->order->at[step->nested->id], 0);  // Not yet.
+  }
+}
+
+typedef struct claim_pusher_t {
+  test_backend_t* t;
+  hl_backend_stream_t* stream;
+  claim_step_t* step;
+} claim_pusher_t;
+
+static int claim_pusher_main(void* arg) {
+  claim_pusher_t* p = (claim_pusher_t*)arg;
+  HL_ASSERT_OK(
+      p->t->v->launch_host_func(p->t->b, p->stream, claim_step_fn, p->step));
+  return 0;
+}
+
+static void test_stream_claim_keeps_stream_order(void** state) {
+  char* env = inline_env_force_on();
+  test_backend_t t = backend_create();
+  inline_env_restore(env);
+  hl_backend_stream_t* s = stream_create(&t);
+  assert_non_null(t.v->stream_claim);
+  claim_order_t order;
+  memset(&order, 0, sizeof(order));
+  atomic_init(&order.next, 0);
+  order.t = &t;
+  order.stream = s;
+  claim_step_t steps[8];
+  for (int i = 0; i < 8; ++i) {
+    steps[i].order = &order;
+    steps[i].id = i;
+    steps[i].nested = NULL;
+  }
+  steps[1].nested = &steps[2];
+
+  // 0 runs at once; 1 runs at once and launches 2, which waits for it and
+  // for the claim; 3 comes after 2.
+  assert_true(t.v->stream_claim(t.b, s));
+  assert_false(t.v->stream_claim(t.b, s));  // One claim per thread.
+  HL_ASSERT_OK(t.v->launch_runtime_func(t.b, s, claim_step_fn, &steps[0]));
+  assert_int_equal(order.at[0], 1);
+  HL_ASSERT_OK(t.v->launch_runtime_func(t.b, s, claim_step_fn, &steps[1]));
+  assert_int_equal(order.at[1], 2);
+  HL_ASSERT_OK(t.v->launch_runtime_func(t.b, s, claim_step_fn, &steps[3]));
+  t.v->stream_unclaim(t.b, s);
+  HL_ASSERT_OK(t.v->stream_synchronize(t.b, s));
+  assert_int_equal(order.at[2], 3);
+  assert_int_equal(order.at[3], 4);
+
+  // Another thread pushes 4 behind this thread's claim: it waits for the
+  // claim, and runtime work launched after it (5) runs after it.
+  assert_true(t.v->stream_claim(t.b, s));
+  claim_pusher_t pusher = {&t, s, &steps[4]};
+  thrd_t thread;
+  assert_int_equal(thrd_create(&thread, claim_pusher_main, &pusher),
+                   thrd_success);
+  thrd_join(thread, NULL);
+  struct timespec nap = {0, 5 * 1000 * 1000};
+  thrd_sleep(&nap, NULL);
+  assert_int_equal(order.at[4], 0);  // Held by the claim.
+  HL_ASSERT_OK(t.v->launch_runtime_func(t.b, s, claim_step_fn, &steps[5]));
+  t.v->stream_unclaim(t.b, s);
+  HL_ASSERT_OK(t.v->stream_synchronize(t.b, s));
+  assert_int_equal(order.at[4], 5);
+  assert_int_equal(order.at[5], 6);
+
+  // A busy stream is not claimed.
+  gate_t gate;
+  gate_init(&gate);
+  HL_ASSERT_OK(t.v->launch_host_func(t.b, s, gate_fn, &gate));
+  assert_false(t.v->stream_claim(t.b, s));
+  gate_open(&gate);
+  HL_ASSERT_OK(t.v->stream_synchronize(t.b, s));
+  gate_deinit(&gate);
+  t.v->stream_destroy(t.b, s);
+  backend_destroy_checked(&t);
+}
+
 // HIPLINE_HOST_INLINE=0 keeps runtime work on the stream's worker; a value
 // that is not a boolean fails device creation with the variable named.
 static void test_runtime_func_inline_env(void** state) {
@@ -1122,6 +1226,7 @@ int main(void) {
       cmocka_unit_test(test_host_devices_env),
       cmocka_unit_test(test_fault_alloc_fail_every),
       cmocka_unit_test(test_runtime_func_inline_when_idle),
+      cmocka_unit_test(test_stream_claim_keeps_stream_order),
       cmocka_unit_test(test_runtime_func_inline_env),
       cmocka_unit_test(test_runtime_func_order_across_threads),
       cmocka_unit_test(test_runtime_func_never_waits_on_other_streams),

@@ -169,6 +169,14 @@ typedef struct hl_backend_vtable_t {
   bool (*run_runtime_func_now)(hl_backend_t* backend,
                                hl_backend_stream_t* stream, hl_host_fn_t fn,
                                void* user);
+  // Optional, in pairs: while |stream| is idle, claims it for the calling
+  // thread until stream_unclaim, so that every runtime function this thread
+  // launches on it meanwhile runs at once at the stream's point (as with
+  // launch_runtime_func on an idle stream, without a claim each). Anything
+  // else enqueued on the stream ends the claim first. Returns whether it
+  // claimed; stream_unclaim is called exactly when it did.
+  bool (*stream_claim)(hl_backend_t* backend, hl_backend_stream_t* stream);
+  void (*stream_unclaim)(hl_backend_t* backend, hl_backend_stream_t* stream);
 
   hl_status_t (*memcpy_async)(hl_backend_t* backend, void* dst, const void* src,
                               size_t size, hl_backend_stream_t* stream);

@@ -75,8 +75,11 @@ static hl_status_t hl_alloca_allocate(void* user) {
     HL_TRACE_ZONE_END(zone);
     return st;
   }
-  atomic_store(&root->ptr, ptr);
-  atomic_store(&root->state, HL_ROOT_LIVE);
+  // Release stores (no full barrier each): a reader that sees LIVE sees
+  // the pointer, and the root's last release is ordered after this by the
+  // op's reference.
+  atomic_store_explicit(&root->ptr, ptr, memory_order_release);
+  atomic_store_explicit(&root->state, HL_ROOT_LIVE, memory_order_release);
   hl_memory_note(op->device, op->queue_id, HL_MEMORY_EVENT_ALLOCA, root->size);
   HL_TRACE_INSTANT("alloca", root->size);
   HL_TRACE_ZONE_END(zone);
@@ -242,7 +245,8 @@ static void hl_dealloca_settle_fn(void* user) {
 
 // The free succeeded (hl_root_free_memory counted the dealloca).
 static void hl_dealloca_freed(hl_dealloca_op_t* op) {
-  atomic_store(&op->freed, true);
+  // Read by the settle step, later in stream order.
+  atomic_store_explicit(&op->freed, true, memory_order_release);
 }
 
 // The stream work: mark the root freed and return its memory on the stream.

@@ -677,10 +677,26 @@ static void hl_queue_suspend_issue_unlocked(hl_queue_t* queue,
   hl_queue_completer_push(queue, sub);
 }
 
+static bool hl_queue_issue_claimed(hl_queue_t* queue, hl_submission_t* sub,
+                                   hl_issue_plan_t* plan);
+
 // Step 2. No lock held. Returns true when issuing stopped at a host step
-// (queues completed by events): the completer goes on with it later.
+// (queues completed by events): the completer goes on with it later. On an
+// idle stream of a backend that can, the stream is claimed for the whole
+// step: the submission's runtime work (its ops' pool calls, its completion)
+// then runs at the stream's point with one claim instead of one each.
 static bool hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
                                     hl_issue_plan_t* plan) {
+  hl_backend_t* backend = queue->device->backend;
+  bool claimed = !queue->by_events && backend->vtable->stream_claim &&
+                 backend->vtable->stream_claim(backend, queue->stream);
+  bool suspended = hl_queue_issue_claimed(queue, sub, plan);
+  if (claimed) backend->vtable->stream_unclaim(backend, queue->stream);
+  return suspended;
+}
+
+static bool hl_queue_issue_claimed(hl_queue_t* queue, hl_submission_t* sub,
+                                   hl_issue_plan_t* plan) {
   hl_device_t* device = queue->device;
   hl_backend_t* backend = device->backend;
   hl_issue_ctx_t ctx = {

@@ -117,6 +117,16 @@ bool hl_host_stream_is_current(hl_backend_stream_t* stream);
 // waits for the caller (see hl_backend_vtable_t.launch_runtime_func). While
 // |fn| runs, hl_host_stream_is_current(stream) is true on this thread, and
 // items pushed meanwhile run after it.
+// Claims |stream| for this thread while it is idle, as one inline run that
+// lasts until hl_host_stream_unclaim: runtime work this thread launches on
+// it meanwhile runs at once with no claim of its own. A push by this thread
+// ends the claim first; after a push by another thread (which the worker
+// runs once the claim ends) runtime work is queued behind it and the claim
+// ends, so stream order holds. False when the
+// stream is busy, inline work is off, delays are injected, or this thread
+// already holds a claim.
+bool hl_host_stream_claim(hl_backend_stream_t* stream);
+void hl_host_stream_unclaim(hl_backend_stream_t* stream);
 bool hl_host_stream_run_inline(hl_backend_stream_t* stream, hl_host_fn_t fn,
                                void* user);
 // Whether this thread is running work of |stream| inline right now.

@@ -20,6 +20,26 @@ static uint64_t hl_host_rng_next(uint64_t* state) {
 // NULL elsewhere.
 static _Thread_local hl_backend_stream_t* hl_host_inline_stream_;
 
+// The stream this thread has claimed (hl_host_stream_claim) and the
+// sequence its claim took; NULL: none.
+static _Thread_local hl_backend_stream_t* hl_host_claimed_stream_;
+static _Thread_local uint64_t hl_host_claimed_seq_;
+
+static void hl_host_stream_complete(hl_backend_stream_t* stream, uint64_t seq);
+
+// Ends this thread's claim on |stream|, if it holds one: the claimed
+// sequence completes, so what is pushed next runs at once. Not from work
+// running at the claim's point (what it pushes runs after it, once the
+// claim ends).
+static void hl_host_stream_end_claim(hl_backend_stream_t* stream) {
+  if (HL_LIKELY(hl_host_claimed_stream_ != stream) ||
+      hl_host_inline_stream_ == stream) {
+    return;
+  }
+  hl_host_claimed_stream_ = NULL;
+  hl_host_stream_complete(stream, hl_host_claimed_seq_);
+}
+
 void hl_host_stream_retain(hl_backend_stream_t* stream) {
   atomic_fetch_add_explicit(&stream->ref_count, 1, memory_order_relaxed);
 }
@@ -212,6 +232,8 @@ hl_status_t hl_host_stream_create(hl_host_backend_t* device,
 // Appends |item| and assigns its sequence. Takes ownership of |item|.
 static uint64_t hl_host_stream_push(hl_backend_stream_t* stream,
                                     hl_host_item_t* item) {
+  // A claim of this thread ends before anything is queued behind it.
+  hl_host_stream_end_claim(stream);
   hl_mutex_lock(&stream->push_mutex);
   // Counted before the worker can see it, so completed_seq never passes
   // submitted_seq (an idle check reads submitted == completed). An
@@ -329,6 +351,7 @@ static bool hl_host_stream_idle_locked(hl_backend_stream_t* stream) {
 
 bool hl_host_stream_lock_idle(hl_backend_stream_t* stream, uint64_t* out_seq) {
   if (!stream->inline_work || stream->delay_max_us) return false;
+  hl_host_stream_end_claim(stream);
   hl_mutex_lock(&stream->push_mutex);
   if (!hl_host_stream_idle_locked(stream)) {
     mtx_unlock(&stream->push_mutex);
@@ -342,9 +365,53 @@ void hl_host_stream_unlock_idle(hl_backend_stream_t* stream) {
   mtx_unlock(&stream->push_mutex);
 }
 
+bool hl_host_stream_claim(hl_backend_stream_t* stream) {
+  if (!stream->inline_work || stream->delay_max_us || hl_host_claimed_stream_) {
+    return false;
+  }
+  uint64_t idle =
+      atomic_load_explicit(&stream->completed_seq, memory_order_acquire);
+  // As hl_host_stream_run_inline's claim, held until the claim ends.
+  if (atomic_load_explicit(&stream->submitted_seq, memory_order_relaxed) !=
+          idle ||
+      !atomic_compare_exchange_strong_explicit(&stream->submitted_seq, &idle,
+                                               idle + 1, memory_order_acq_rel,
+                                               memory_order_relaxed)) {
+    return false;
+  }
+  hl_host_claimed_stream_ = stream;
+  hl_host_claimed_seq_ = idle + 1;
+  return true;
+}
+
+void hl_host_stream_unclaim(hl_backend_stream_t* stream) {
+  if (hl_host_claimed_stream_ != stream) return;  // A push ended it.
+  hl_host_claimed_stream_ = NULL;
+  hl_host_stream_complete(stream, hl_host_claimed_seq_);
+}
+
 bool hl_host_stream_run_inline(hl_backend_stream_t* stream, hl_host_fn_t fn,
                                void* user) {
   if (!stream->inline_work) return false;
+  if (hl_host_claimed_stream_ == stream) {
+    // Launched from work running at the claim's point: it goes after that
+    // work (queued; it runs once the claim ends).
+    if (hl_host_inline_stream_ == stream) return false;
+    if (atomic_load_explicit(&stream->submitted_seq, memory_order_acquire) !=
+        hl_host_claimed_seq_) {
+      // Another thread queued work behind the claim: this goes after it.
+      hl_host_stream_end_claim(stream);
+      return false;
+    }
+    // Claimed by this thread and nothing queued since (this thread's own
+    // pushes end the claim): the stream's point is here, with no claim of
+    // its own.
+    hl_backend_stream_t* outer = hl_host_inline_stream_;
+    hl_host_inline_stream_ = stream;
+    fn(user);
+    hl_host_inline_stream_ = outer;
+    return true;
+  }
   uint64_t idle =
       atomic_load_explicit(&stream->completed_seq, memory_order_acquire);
   if (HL_UNLIKELY(stream->delay_max_us)) {
