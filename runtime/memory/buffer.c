@@ -185,36 +185,38 @@ static void hl_memory_apply_locked(hl_memory_state_t* state, uint32_t queue_id,
   if (per_queue) hl_memory_apply(per_queue, event, bytes);
 }
 
-void hl_memory_note(hl_device_t* device, uint32_t queue_id,
-                    hl_memory_event_t event, uint64_t bytes) {
-  hl_memory_count_global(event);
+// Applies |count| events (1 or 2) under one lock of the statistics.
+static void hl_memory_note_events(hl_device_t* device, size_t count,
+                                  const uint32_t* queues,
+                                  const hl_memory_event_t* events,
+                                  const uint64_t* bytes) {
+  for (size_t i = 0; i < count; ++i) hl_memory_count_global(events[i]);
   hl_memory_state_t* state = NULL;
   hl_status_t st = hl_memory_state(device, &state);
   if (st) {
-    hl_status_free(st);
+    hl_status_free(st);  // Statistics only.
     return;
   }
   mtx_lock(&state->mutex);
-  hl_memory_apply_locked(state, queue_id, event, bytes);
+  for (size_t i = 0; i < count; ++i) {
+    hl_memory_apply_locked(state, queues[i], events[i], bytes[i]);
+  }
   mtx_unlock(&state->mutex);
+}
+
+void hl_memory_note(hl_device_t* device, uint32_t queue_id,
+                    hl_memory_event_t event, uint64_t bytes) {
+  hl_memory_note_events(device, 1, &queue_id, &event, &bytes);
 }
 
 void hl_memory_note_two(hl_device_t* device, uint32_t queue_a,
                         hl_memory_event_t event_a, uint64_t bytes_a,
                         uint32_t queue_b, hl_memory_event_t event_b,
                         uint64_t bytes_b) {
-  hl_memory_count_global(event_a);
-  hl_memory_count_global(event_b);
-  hl_memory_state_t* state = NULL;
-  hl_status_t st = hl_memory_state(device, &state);
-  if (st) {
-    hl_status_free(st);
-    return;
-  }
-  mtx_lock(&state->mutex);
-  hl_memory_apply_locked(state, queue_a, event_a, bytes_a);
-  hl_memory_apply_locked(state, queue_b, event_b, bytes_b);
-  mtx_unlock(&state->mutex);
+  uint32_t queues[2] = {queue_a, queue_b};
+  hl_memory_event_t events[2] = {event_a, event_b};
+  uint64_t bytes[2] = {bytes_a, bytes_b};
+  hl_memory_note_events(device, 2, queues, events, bytes);
 }
 
 static hl_status_t hl_memory_fill_reserved(hl_device_t* device,
