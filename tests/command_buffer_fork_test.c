@@ -137,6 +137,10 @@ static void test_fork_join_lifetimes(void** state) {
     assert_int_equal(words[0], (uint32_t)i);
     assert_int_equal(words[1], 7);
   }
+  // A signal is visible before the queue's completion thread gives back its
+  // hold on the submission's event; once the queue is idle (its done value
+  // reached) every event is back in the pool.
+  fork_world_idle(&w);
   hl_memory_stats_t end = hl_test_memory_stats(w.device);
   assert_int_equal(
       end.command_buffer_executions - start.command_buffer_executions,
