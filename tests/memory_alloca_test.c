@@ -365,6 +365,44 @@ static void test_buffer_release_skips_deferred_work(void** state) {
   hl_device_release(d);
 }
 
+// A root records every use on its affinity queue's timeline without taking
+// a reference on that semaphore: the root holds the queue, which holds its
+// timeline. The timeline's count stays flat however many roots are live,
+// and the buffers outlive the program's own queue handle: their dealloca,
+// another queue's use and their release still work after it (AddressSanitizer
+// would see a use after free).
+static void test_root_uses_hold_no_timeline_reference(void** state) {
+  (void)state;
+  hl_device_t* d = mem_device_create(NULL);
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_queue_t* other = hl_test_queue_create(d);
+  hl_semaphore_t* timeline = hl_queue_timeline(q);
+  int before = atomic_load(&timeline->ref_count);
+  enum { N = 64 };
+  hl_buffer_t* b[N];
+  for (int i = 0; i < N; ++i) b[i] = mem_alloca(q, NULL, 0, NULL, 0, 4096);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, hl_deadline_after(10000000000LL)));
+  hl_device_flush_work(d);
+  assert_int_equal(atomic_load(&timeline->ref_count), before);
+  // A use fence still names the timeline (with a reference of its own).
+  hl_fence_t* uses = NULL;
+  HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &uses));
+  HL_ASSERT_OK(hl_buffer_use_fence(b[0], uses));
+  assert_int_equal(hl_fence_count(uses), 1);
+  assert_int_equal(atomic_load(&timeline->ref_count), before + 1);
+  hl_queue_release(q);  // The roots still hold it.
+  HL_ASSERT_OK(hl_queue_barrier(other, uses, NULL));
+  hl_fence_release(uses);
+  for (int i = 0; i < N; ++i) {
+    HL_ASSERT_OK(hl_queue_dealloca(other, NULL, NULL, b[i]));
+    hl_buffer_release(b[i]);
+  }
+  HL_ASSERT_OK(hl_queue_wait_idle(other, hl_deadline_after(10000000000LL)));
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
+  hl_queue_release(other);
+  hl_device_release(d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloca_handle_then_usable),
@@ -374,6 +412,7 @@ int main(void) {
       cmocka_unit_test(test_chain_flat_memory),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_buffer_release_skips_deferred_work),
+      cmocka_unit_test(test_root_uses_hold_no_timeline_reference),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

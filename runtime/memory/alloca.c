@@ -359,7 +359,7 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
   // through the submit). Uses on this queue's own timeline are left out:
   // queue order covers them (the submission would elide them anyway).
   hl_fence_t waits;
-  hl_fence_init_embedded(&waits);
+  hl_fence_init_embedded(&waits, NULL);
   hl_status_t st = hl_recycler_alloc(&hl_dealloca_op_recycler_,
                                      hl_allocator_system(), (void**)&op);
   if (!st) st = hl_fence_join(&waits, wait_fence);

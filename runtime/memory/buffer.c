@@ -291,8 +291,11 @@ static hl_status_t hl_root_create(hl_device_t* device, hl_queue_t* affinity,
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "creating a root mutex");
   }
-  hl_fence_init_embedded(&root->use_fence_storage);
-  hl_fence_init_embedded(&root->mutation_barrier_storage);
+  // The affinity queue (retained below, released after the fences) keeps
+  // its timeline alive: its uses need no semaphore reference.
+  hl_semaphore_t* own = affinity ? hl_queue_timeline(affinity) : NULL;
+  hl_fence_init_embedded(&root->use_fence_storage, own);
+  hl_fence_init_embedded(&root->mutation_barrier_storage, own);
   root->use_fence = &root->use_fence_storage;
   root->mutation_barrier = &root->mutation_barrier_storage;
   atomic_init(&root->refs, 1);

@@ -28,8 +28,9 @@ hl_status_t hl_fence_create(hl_allocator_t host_allocator,
   return NULL;
 }
 
-void hl_fence_init_embedded(hl_fence_t* fence) {
+void hl_fence_init_embedded(hl_fence_t* fence, hl_semaphore_t* unretained) {
   atomic_init(&fence->ref_count, 1);
+  fence->unretained = unretained;
   fence->entries = fence->inline_entries;
   fence->count = 0;
   fence->capacity =
@@ -52,7 +53,8 @@ void hl_fence_retain(hl_fence_t* fence) {
 void hl_fence_clear(hl_fence_t* fence) {
   if (!fence) return;
   for (size_t i = 0; i < fence->count; ++i) {
-    hl_semaphore_release(fence->entries[i].semaphore);
+    hl_semaphore_t* s = fence->entries[i].semaphore;
+    if (s != fence->unretained) hl_semaphore_release(s);
   }
   fence->count = 0;
 }
@@ -92,7 +94,7 @@ hl_status_t hl_fence_insert(hl_fence_t* fence, hl_semaphore_t* semaphore,
     fence->entries = entries;
     fence->capacity = capacity;
   }
-  hl_semaphore_retain(semaphore);
+  if (semaphore != fence->unretained) hl_semaphore_retain(semaphore);
   fence->entries[fence->count].semaphore = semaphore;
   fence->entries[fence->count].value = value;
   ++fence->count;
@@ -118,7 +120,7 @@ void hl_fence_prune_reached(hl_fence_t* fence) {
     hl_fence_entry_t e = fence->entries[i];
     if (!hl_semaphore_failure(e.semaphore) &&
         hl_semaphore_value(e.semaphore) >= e.value) {
-      hl_semaphore_release(e.semaphore);
+      if (e.semaphore != fence->unretained) hl_semaphore_release(e.semaphore);
       continue;
     }
     fence->entries[kept++] = e;

@@ -399,13 +399,17 @@ struct hl_fence_t {
   hl_fence_entry_t* entries;
   size_t count;
   size_t capacity;
+  // Embedded fences only (NULL elsewhere): pairs of this semaphore hold no
+  // reference, because the fence's owner keeps it alive (a root's fences
+  // and its affinity queue's timeline, which every alloca records).
+  hl_semaphore_t* unretained;
   hl_fence_entry_t inline_entries[4];
 };
 
 // A fence that lives inside another object or on the stack: never retained,
 // never shared, so it needs no recycled allocation of its own. Initialised
 // empty; deinit drops its pairs and any entries it grew into.
-void hl_fence_init_embedded(hl_fence_t* fence);
+void hl_fence_init_embedded(hl_fence_t* fence, hl_semaphore_t* unretained);
 void hl_fence_deinit_embedded(hl_fence_t* fence);
 
 // Waits on |count| pairs (any number) as hl_semaphore_wait_many does: every
