@@ -374,61 +374,12 @@ static void test_flush_waits_for_other_threads_issuers(void** state) {
   hl_device_release(device);
 }
 
-// A queue's completion publishes its signal of a plain semaphore without the
-// semaphore's lock when nobody waits and no timepoint is attached, while the
-// issuer attaches the signal's device timepoint under that lock. A short
-// random spin on the stream puts the completion on the worker before,
-// during and after the attach. Whatever the order, once the value is
-// reached no timepoint is left on the semaphore (a stale one would hold
-// its event out of the pool until the next locked signal).
-static void spin_us_fn(void* user) {
-  hl_time_t end = hl_time_now() + (hl_duration_t)(uintptr_t)user * 1000;
-  while (hl_time_now() < end) {
-  }
-}
-
-static void test_fast_signal_races_timepoint_attach(void** state) {
-  (void)state;
-  int rounds = (int)hl_test_scale(20000, 10);
-  hl_device_t* device = NULL;
-  hl_test_host_device(&device);
-  hl_queue_t* q = NULL;
-  HL_ASSERT_OK(hl_queue_create(device, &q));
-  hl_semaphore_t* s = NULL;
-  HL_ASSERT_OK(hl_semaphore_create(0, hl_allocator_system(), &s));
-  hl_fence_t* f = NULL;
-  HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &f));
-  uint64_t rng = 0x5eed;
-  int stale = 0;
-  for (int i = 1; i <= rounds; ++i) {
-    uintptr_t us = (uintptr_t)(rng_next(&rng) % 4);
-    HL_ASSERT_OK(hl_queue_host_call(q, NULL, NULL, spin_us_fn, (void*)us));
-    hl_fence_clear(f);
-    HL_ASSERT_OK(hl_fence_insert(f, s, (uint64_t)i));
-    HL_ASSERT_OK(hl_queue_barrier(q, NULL, f));
-    if (i % 64 == 0 || i == rounds) {
-      HL_ASSERT_OK(hl_queue_wait_idle(q, hl_deadline_after(10000 * MS)));
-      hl_device_flush_work(device);
-      assert_int_equal(hl_semaphore_value(s), (uint64_t)i);
-      hl_semaphore_lock(s);
-      if (atomic_load(&s->timepoint_count) || s->timepoints) ++stale;
-      hl_semaphore_unlock(s);
-    }
-  }
-  assert_int_equal(stale, 0);
-  hl_fence_release(f);
-  hl_semaphore_release(s);
-  hl_queue_release(q);
-  hl_device_release(device);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_dag_with_delays),
       cmocka_unit_test(test_random_dag_no_delays),
       cmocka_unit_test(test_signals_race_registrations),
       cmocka_unit_test(test_flush_waits_for_other_threads_issuers),
-      cmocka_unit_test(test_fast_signal_races_timepoint_attach),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

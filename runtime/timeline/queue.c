@@ -811,6 +811,16 @@ static void hl_queue_attach_signals_locked(hl_queue_t* queue,
   }
 }
 
+// Records that |sub|'s signals are issued on |queue| (its frontier): later
+// waits on them are covered by queue order. The queue's lock held.
+static void hl_queue_raise_frontier_locked(hl_queue_t* queue,
+                                           hl_submission_t* sub) {
+  for (size_t i = 0; i < sub->signal_count; ++i) {
+    hl_frontier_raise(queue, sub->signals[i].semaphore->id,
+                      sub->signals[i].value);
+  }
+}
+
 // Step 3. The queue's lock held. Drops the issuer's reference to |sub|.
 static void hl_queue_publish_issue_locked(hl_queue_t* queue,
                                           hl_submission_t* sub,
@@ -846,10 +856,7 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
   } else {
     hl_queue_attach_signals_locked(queue, sub, plan);
   }
-  for (size_t i = 0; i < sub->signal_count; ++i) {
-    hl_frontier_raise(queue, sub->signals[i].semaphore->id,
-                      sub->signals[i].value);
-  }
+  hl_queue_raise_frontier_locked(queue, sub);
   if (plan->completed_at_issue) {
     // Both references are the issuer's now (the completion returned without
     // touching them): no count to drop.
@@ -886,10 +893,7 @@ static bool hl_queue_complete_at_once_locked(hl_queue_t* queue,
   hl_queue_issuer_begin_locked(queue);
   atomic_init(&sub->completion_reserved, false);
   hl_submission_publish_outcome_locked(sub, NULL);
-  for (size_t i = 0; i < sub->signal_count; ++i) {
-    hl_frontier_raise(queue, sub->signals[i].semaphore->id,
-                      sub->signals[i].value);
-  }
+  hl_queue_raise_frontier_locked(queue, sub);
   hl_submission_finish(sub);
   hl_queue_issuer_end_locked(queue);
   return true;
