@@ -2,13 +2,17 @@
 // the global list when the thread exits, the global list never holds more
 // than its capacity, objects of a caller's allocator are never kept, and a
 // producer/consumer pair of threads (the submitter/stream-worker shape)
-// never sees an object handed out twice while it is live.
+// never sees an object handed out twice while it is live. Also the spin
+// lock (runtime/base/spin.h) that guards the recyclers' global lists, the
+// roots, the memory statistics and the host pool: it excludes, and a waiter
+// gets it from a holder that sleeps (the yield path).
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <threads.h>
 
 #include "runtime/base/recycler.h"
+#include "runtime/base/spin.h"
 #include "tests/test_util.h"
 
 typedef struct object_t {
@@ -174,8 +178,82 @@ static void test_producer_consumer_never_shares_a_live_object(void** state) {
   assert_true(r.count <= 256);
 }
 
+typedef struct spin_counter_t {
+  hl_spinlock_t lock;
+  uint64_t value;  // Plain: only the lock orders the threads' updates.
+  uint64_t rounds;
+  atomic_int started;
+} spin_counter_t;
+
+static int spin_counter_main(void* arg) {
+  spin_counter_t* c = arg;
+  atomic_fetch_add(&c->started, 1);
+  while (atomic_load(&c->started) < 4) thrd_yield();
+  for (uint64_t i = 0; i < c->rounds; ++i) {
+    hl_spinlock_lock(&c->lock);
+    // Read, give the other threads a moment, write: without exclusion the
+    // increments of the others are lost (and TSan reports the race).
+    uint64_t v = c->value;
+    if ((i & 63) == 0) thrd_yield();
+    c->value = v + 1;
+    hl_spinlock_unlock(&c->lock);
+  }
+  return 0;
+}
+
+static void test_spinlock_excludes(void** state) {
+  (void)state;
+  static spin_counter_t c;
+  memset(&c, 0, sizeof(c));
+  hl_spinlock_init(&c.lock);
+  c.rounds = hl_test_scale(50000, 10);
+  thrd_t threads[4];
+  for (int i = 0; i < 4; ++i) {
+    assert_int_equal(thrd_create(&threads[i], spin_counter_main, &c),
+                     thrd_success);
+  }
+  for (int i = 0; i < 4; ++i) {
+    assert_int_equal(thrd_join(threads[i], NULL), thrd_success);
+  }
+  assert_int_equal(c.value, 4 * c.rounds);
+}
+
+typedef struct spin_holder_t {
+  hl_spinlock_t lock;
+  atomic_bool held;
+  atomic_bool released;
+} spin_holder_t;
+
+static int spin_holder_main(void* arg) {
+  spin_holder_t* h = arg;
+  hl_spinlock_lock(&h->lock);
+  atomic_store(&h->held, true);
+  // Long past the spinning phase: the waiter must be yielding by now.
+  struct timespec ts = {0, 20 * 1000 * 1000};
+  thrd_sleep(&ts, NULL);
+  atomic_store(&h->released, true);
+  hl_spinlock_unlock(&h->lock);
+  return 0;
+}
+
+static void test_spinlock_waits_for_a_sleeping_holder(void** state) {
+  (void)state;
+  static spin_holder_t h;
+  memset(&h, 0, sizeof(h));
+  hl_spinlock_init(&h.lock);
+  thrd_t holder;
+  assert_int_equal(thrd_create(&holder, spin_holder_main, &h), thrd_success);
+  while (!atomic_load(&h.held)) thrd_yield();
+  hl_spinlock_lock(&h.lock);
+  assert_true(atomic_load(&h.released));
+  hl_spinlock_unlock(&h.lock);
+  assert_int_equal(thrd_join(holder, NULL), thrd_success);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_spinlock_excludes),
+      cmocka_unit_test(test_spinlock_waits_for_a_sleeping_holder),
       cmocka_unit_test(test_objects_come_back_zeroed),
       cmocka_unit_test(test_thread_exit_returns_its_cache),
       cmocka_unit_test(test_capacity_bounds_the_global_list),

@@ -39,23 +39,6 @@ static tss_t hl_recycler_exit_key_;
 static bool hl_recycler_exit_key_ok_;
 static once_flag hl_recycler_once_ = ONCE_FLAG_INIT;
 
-static void hl_recycler_lock(hl_recycler_t* r) {
-  for (uint32_t i = 0;
-       atomic_flag_test_and_set_explicit(&r->lock, memory_order_acquire); ++i) {
-    // The lock is held for a few instructions; a holder that was preempted
-    // gets the core back.
-    if (i < 256) {
-      hl_cpu_relax();
-    } else {
-      thrd_yield();
-    }
-  }
-}
-
-static void hl_recycler_unlock(hl_recycler_t* r) {
-  atomic_flag_clear_explicit(&r->lock, memory_order_release);
-}
-
 // Only objects of the system allocator are kept: a caller's allocator may
 // be gone by the time a kept object would be freed, so its objects go back
 // to it at once (the hook sees every allocation and free).
@@ -77,14 +60,14 @@ static bool hl_recyclable(hl_allocator_t a) {
 static void hl_recycler_give_chain(hl_recycler_t* r, hl_recycled_t* first,
                                    uint32_t n) {
   first->batch_count = n;
-  hl_recycler_lock(r);
+  hl_spinlock_lock(&r->lock);
   if (r->count + n <= r->capacity) {
     first->next_batch = r->head;
     r->head = first;
     r->count += n;
     first = NULL;
   }
-  hl_recycler_unlock(r);
+  hl_spinlock_unlock(&r->lock);
   while (first) {
     hl_recycled_t* next = first->next;
     hl_allocator_free(first->allocator, first);
@@ -96,14 +79,14 @@ static void hl_recycler_give_chain(hl_recycler_t* r, hl_recycled_t* first,
 // its object count.
 static hl_recycled_t* hl_recycler_take_batch(hl_recycler_t* r,
                                              uint32_t* out_n) {
-  hl_recycler_lock(r);
+  hl_spinlock_lock(&r->lock);
   hl_recycled_t* first = r->head;
   if (first) {
     r->head = first->next_batch;
     r->count -= first->batch_count;
     *out_n = first->batch_count;
   }
-  hl_recycler_unlock(r);
+  hl_spinlock_unlock(&r->lock);
   return first;
 }
 

@@ -31,6 +31,7 @@
 
 #include "hipline/allocator.h"
 #include "hipline/status.h"
+#include "runtime/base/spin.h"
 
 typedef struct hl_recycled_t hl_recycled_t;
 
@@ -38,7 +39,7 @@ typedef struct hl_recycled_t hl_recycled_t;
 #define HL_RECYCLER_BATCH 32
 
 typedef struct hl_recycler_t {
-  atomic_flag lock;
+  hl_spinlock_t lock;
   hl_recycled_t* head;  // The global list, batches of objects (|lock|).
   uint32_t count;       // Objects on it (|lock|).
   uint32_t capacity;    // Objects kept on it at most.
@@ -48,7 +49,10 @@ typedef struct hl_recycler_t {
 } hl_recycler_t;
 
 #define HL_RECYCLER_INITIALIZER(object_size, max_kept, description) \
-  { ATOMIC_FLAG_INIT, NULL, 0, (max_kept), (object_size), (description), 0 }
+  {                                                                 \
+    HL_SPINLOCK_INITIALIZER, NULL, 0, (max_kept), (object_size),    \
+        (description), 0                                            \
+  }
 
 // A zeroed object of the recycler's size, recycled when one is kept or else
 // from |allocator| (the system allocator when it has no alloc function).

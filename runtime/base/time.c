@@ -99,6 +99,22 @@ void hl_thread_set_name(const char* name) {
 #endif
 }
 
+void hl_spinlock_lock_contended(hl_spinlock_t* lock) {
+  for (uint32_t i = 0;; ++i) {
+    // Read until it looks free, then try: the exchange takes the line
+    // exclusively, the loads share it with the holder.
+    if (!atomic_load_explicit(&lock->held, memory_order_relaxed) &&
+        !atomic_exchange_explicit(&lock->held, true, memory_order_acquire)) {
+      return;
+    }
+    if (i < 256) {
+      hl_cpu_relax();
+    } else {
+      thrd_yield();
+    }
+  }
+}
+
 void hl_mutex_lock(mtx_t* mutex) {
   if (mtx_trylock(mutex) == thrd_success) return;
   hl_time_t start = hl_time_now();

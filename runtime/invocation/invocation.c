@@ -582,7 +582,7 @@ static hl_status_t hl_invocation_import(hl_invocation_t* inv, bool no_alias) {
     // bytes nobody wrote (the queue timepoint of the failed write is reached
     // all the same, it carries no failure).
     bool produced = !is_argument && !persistent;
-    mtx_lock(&root->mutex);
+    hl_spinlock_lock(&root->lock);
     if (hl_fence_count(root->use_fence) >= 8)
       hl_fence_prune_reached(root->use_fence);
     hl_status_t st = hl_fence_insert(root->use_fence, inv->signal, 1);
@@ -591,7 +591,7 @@ static hl_status_t hl_invocation_import(hl_invocation_t* inv, bool no_alias) {
         hl_fence_prune_reached(root->mutation_barrier);
       st = hl_fence_insert(root->mutation_barrier, inv->signal, 1);
     }
-    mtx_unlock(&root->mutex);
+    hl_spinlock_unlock(&root->lock);
     HL_RETURN_IF_ERROR(st, "recording the result's use");
 
     if (is_argument || persistent) {
@@ -710,7 +710,7 @@ hl_status_t hl_invocation_invoke(hl_invocation_t* inv) {
   // Export, after: every argument's use now includes the invocation.
   for (uint32_t i = 0; i < inv->argument_count && !st; ++i) {
     hl_root_t* root = inv->arguments[i]->root;
-    mtx_lock(&root->mutex);
+    hl_spinlock_lock(&root->lock);
     if (hl_fence_count(root->use_fence) >= 8)
       hl_fence_prune_reached(root->use_fence);
     st = hl_fence_insert(root->use_fence, inv->signal, 1);
@@ -718,7 +718,7 @@ hl_status_t hl_invocation_invoke(hl_invocation_t* inv) {
       hl_fence_clear(root->mutation_barrier);
       st = hl_fence_insert(root->mutation_barrier, inv->signal, 1);
     }
-    mtx_unlock(&root->mutex);
+    hl_spinlock_unlock(&root->lock);
   }
   if (!st) st = hl_invocation_import(inv, no_alias);
   if (st) {

@@ -168,23 +168,19 @@ hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
   // A device-sync release owed by the completion thread stalls the
   // allocating thread here, as stop-the-world would.
   hl_memory_pay_owed_drains(hl_queue_device(queue));
-  hl_root_t* root = NULL;
-  HL_RETURN_IF_ERROR_PLAIN(hl_root_create_async(queue, size, &root));
   hl_buffer_t* buffer = NULL;
-  hl_status_t st = hl_buffer_create_view(root, 0, size, NULL, &buffer);
-  hl_root_release(root);  // The buffer holds it now (or it goes on failure).
-  HL_RETURN_IF_ERROR_PLAIN(st);
+  HL_RETURN_IF_ERROR_PLAIN(hl_root_create_async(queue, size, &buffer));
   hl_alloca_op_t* op = NULL;
-  st = hl_recycler_alloc(&hl_alloca_op_recycler_, hl_allocator_system(),
-                         (void**)&op);
+  hl_status_t st = hl_recycler_alloc(&hl_alloca_op_recycler_,
+                                     hl_allocator_system(), (void**)&op);
   if (st) {
+    hl_root_release_for_op(buffer->root);
     hl_buffer_release(buffer);
     return st;
   }
   op->base.vtable = &hl_alloca_vtable;
-  op->root = buffer->root;
+  op->root = buffer->root;  // Its operation reference came with the root.
   op->queue_id = hl_queue_id(queue);
-  hl_root_retain_for_op(op->root);
   st = hl_queue_submit(queue, wait_fence, signal_fence, &op->base, NULL);
   if (st) {
     hl_buffer_release(buffer);
@@ -365,13 +361,13 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
   if (!st) st = hl_fence_join(&waits, wait_fence);
   if (!st) {
     hl_semaphore_t* own = hl_queue_timeline(queue);
-    mtx_lock(&root->mutex);
+    hl_spinlock_lock(&root->lock);
     for (size_t i = 0; i < root->use_fence->count && !st; ++i) {
       hl_fence_entry_t e = root->use_fence->entries[i];
       if (e.semaphore != own)
         st = hl_fence_insert(&waits, e.semaphore, e.value);
     }
-    mtx_unlock(&root->mutex);
+    hl_spinlock_unlock(&root->lock);
   }
   if (st) {
     atomic_store(&root->dealloca_scheduled, false);

@@ -59,6 +59,7 @@ hl_status_t hl_memory_state(hl_device_t* device,
       free(state);
       state = NULL;
     }
+    if (state) hl_spinlock_init(&state->stats_lock);
     if (state) {
       hl_device_extension_install(device, HL_DEVICE_EXTENSION_MEMORY, state,
                                   hl_memory_state_destroy);
@@ -127,7 +128,7 @@ void hl_memory_global_fallbacks(uint64_t* out_frontier,
 }
 
 // The statistics of queue |queue_id| (grown on demand), or NULL for
-// UINT32_MAX or when growing fails. State mutex held.
+// UINT32_MAX or when growing fails. |stats_lock| held.
 static hl_memory_stats_t* hl_memory_per_queue_locked(hl_memory_state_t* state,
                                                      uint32_t queue_id) {
   if (queue_id == UINT32_MAX) return NULL;
@@ -155,7 +156,7 @@ void hl_memory_note_elision(hl_device_t* device, uint32_t queue_id,
     hl_status_ignore(st);  // Statistics only.
     return;
   }
-  mtx_lock(&state->mutex);
+  hl_spinlock_lock(&state->stats_lock);
   for (int i = 0; i < 2; ++i) {
     hl_memory_stats_t* s =
         i == 0 ? &state->stats : hl_memory_per_queue_locked(state, queue_id);
@@ -165,7 +166,7 @@ void hl_memory_note_elision(hl_device_t* device, uint32_t queue_id,
     s->fills_shrunk += fills_shrunk;
     s->fill_bytes_elided += bytes;
   }
-  mtx_unlock(&state->mutex);
+  hl_spinlock_unlock(&state->stats_lock);
 }
 
 static void hl_memory_count_global(hl_memory_event_t event) {
@@ -197,11 +198,11 @@ static void hl_memory_note_events(hl_device_t* device, size_t count,
     hl_status_free(st);  // Statistics only.
     return;
   }
-  mtx_lock(&state->mutex);
+  hl_spinlock_lock(&state->stats_lock);
   for (size_t i = 0; i < count; ++i) {
     hl_memory_apply_locked(state, queues[i], events[i], bytes[i]);
   }
-  mtx_unlock(&state->mutex);
+  hl_spinlock_unlock(&state->stats_lock);
 }
 
 void hl_memory_note(hl_device_t* device, uint32_t queue_id,
@@ -241,9 +242,9 @@ hl_status_t hl_device_memory_stats(hl_device_t* device,
   }
   hl_memory_state_t* state = NULL;
   HL_RETURN_IF_ERROR_PLAIN(hl_memory_state(device, &state));
-  mtx_lock(&state->mutex);
+  hl_spinlock_lock(&state->stats_lock);
   *out_stats = state->stats;
-  mtx_unlock(&state->mutex);
+  hl_spinlock_unlock(&state->stats_lock);
   return hl_memory_fill_reserved(device, out_stats);
 }
 
@@ -257,13 +258,13 @@ hl_status_t hl_queue_memory_stats(hl_queue_t* queue,
   hl_memory_state_t* state = NULL;
   HL_RETURN_IF_ERROR_PLAIN(hl_memory_state(device, &state));
   uint32_t id = hl_queue_id(queue);
-  mtx_lock(&state->mutex);
+  hl_spinlock_lock(&state->stats_lock);
   if (id < state->per_queue_capacity) {
     *out_stats = state->per_queue[id];
   } else {
     memset(out_stats, 0, sizeof(*out_stats));
   }
-  mtx_unlock(&state->mutex);
+  hl_spinlock_unlock(&state->stats_lock);
   return hl_memory_fill_reserved(device, out_stats);
 }
 
@@ -278,19 +279,20 @@ static hl_recycler_t hl_root_recycler_ =
 static hl_recycler_t hl_buffer_recycler_ =
     HL_RECYCLER_INITIALIZER(sizeof(hl_buffer_t), 4096, "a buffer");
 
-static hl_status_t hl_root_create(hl_device_t* device, hl_queue_t* affinity,
-                                  hl_root_memory_t memory,
-                                  hl_buffer_origin_t origin, uint64_t size,
-                                  hl_root_t** out_root) {
+// A root with |refs| references (see hl_root_t.refs) on its first
+// atomic: callers that hand them straight to a buffer and an operation pay
+// no read-modify-write for them.
+static hl_status_t hl_root_create_with_refs(hl_device_t* device,
+                                            hl_queue_t* affinity,
+                                            hl_root_memory_t memory,
+                                            hl_buffer_origin_t origin,
+                                            uint64_t size, uint64_t refs,
+                                            hl_root_t** out_root) {
   hl_root_t* root = NULL;
   HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_root_recycler_,
                                        hl_allocator_system(), (void**)&root),
                      "a root for %llu bytes", (unsigned long long)size);
-  if (mtx_init(&root->mutex, mtx_plain) != thrd_success) {
-    hl_recycler_free(&hl_root_recycler_, root);
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "creating a root mutex");
-  }
+  hl_spinlock_init(&root->lock);
   // The affinity queue (retained below, released after the fences) keeps
   // its timeline alive: its uses need no semaphore reference.
   hl_semaphore_t* own = affinity ? hl_queue_timeline(affinity) : NULL;
@@ -298,10 +300,12 @@ static hl_status_t hl_root_create(hl_device_t* device, hl_queue_t* affinity,
   hl_fence_init_embedded(&root->mutation_barrier_storage, own);
   root->use_fence = &root->use_fence_storage;
   root->mutation_barrier = &root->mutation_barrier_storage;
-  atomic_init(&root->refs, 1);
+  atomic_init(&root->refs, refs);
   root->id = atomic_fetch_add(&hl_next_root_id_, 1);
   root->device = device;
-  hl_device_retain(device);
+  // An affinity queue holds its device for as long as the root holds the
+  // queue (hl_root_destroy releases the queue last).
+  if (!affinity) hl_device_retain(device);
   root->affinity_queue = affinity;
   hl_queue_retain(affinity);
   root->memory = memory;
@@ -314,6 +318,14 @@ static hl_status_t hl_root_create(hl_device_t* device, hl_queue_t* affinity,
   atomic_init(&root->fallback_started, false);
   *out_root = root;
   return NULL;
+}
+
+static hl_status_t hl_root_create(hl_device_t* device, hl_queue_t* affinity,
+                                  hl_root_memory_t memory,
+                                  hl_buffer_origin_t origin, uint64_t size,
+                                  hl_root_t** out_root) {
+  return hl_root_create_with_refs(device, affinity, memory, origin, size, 1,
+                                  out_root);
 }
 
 #define HL_ROOT_OP_REF ((UINT64_C(1) << 32) + 1)
@@ -357,12 +369,14 @@ static void hl_root_destroy(hl_root_t* root) {
   hl_status_free(root->alloc_failure);
   hl_fence_deinit_embedded(root->use_fence);
   hl_fence_deinit_embedded(root->mutation_barrier);
-  mtx_destroy(&root->mutex);
   hl_queue_t* queue = root->affinity_queue;
   hl_device_t* device = root->device;
   hl_recycler_free(&hl_root_recycler_, root);
-  hl_queue_release(queue);
-  hl_device_release_internal(device);
+  if (queue) {
+    hl_queue_release(queue);  // Its device reference covered the root's.
+  } else {
+    hl_device_release_internal(device);
+  }
 }
 
 // True when the memory of |root| would need the fallback if its last buffer
@@ -424,7 +438,7 @@ static void hl_root_last_release(hl_root_t* root) {
 void hl_root_record_use(hl_root_t* root, hl_queue_t* queue, uint64_t value,
                         bool write) {
   hl_semaphore_t* timeline = hl_queue_timeline(queue);
-  mtx_lock(&root->mutex);
+  hl_spinlock_lock(&root->lock);
   if (hl_fence_count(root->use_fence) >= 8)
     hl_fence_prune_reached(root->use_fence);
   hl_status_t st = hl_fence_insert(root->use_fence, timeline, value);
@@ -437,7 +451,7 @@ void hl_root_record_use(hl_root_t* root, hl_queue_t* queue, uint64_t value,
       hl_fence_prune_reached(root->mutation_barrier);
     st = hl_fence_insert(root->mutation_barrier, timeline, value);
   }
-  mtx_unlock(&root->mutex);
+  hl_spinlock_unlock(&root->lock);
   if (st) {
     // A lost use would let a dealloca run early: make it loud.
     HL_LOG_ERROR("root %llu: recording a use failed: %s",
@@ -451,9 +465,9 @@ hl_status_t hl_root_check_live(hl_root_t* root, const char* what) {
   if (HL_LIKELY(state == HL_ROOT_LIVE)) return NULL;
   if (state == HL_ROOT_FREED) {
     hl_memory_note(root->device, UINT32_MAX, HL_MEMORY_EVENT_USE_AFTER_FREE, 0);
-    mtx_lock(&root->mutex);
+    hl_spinlock_lock(&root->lock);
     hl_root_freer_t by = root->freed_by;
-    mtx_unlock(&root->mutex);
+    hl_spinlock_unlock(&root->lock);
     char who[128];
     if (by.queue_id == UINT32_MAX) {
       snprintf(who, sizeof(who), "%s", by.what ? by.what : "an unknown path");
@@ -491,21 +505,21 @@ bool hl_root_check_use(hl_root_t* root, const char* what,
 }
 
 void hl_root_fail_allocation(hl_root_t* root, hl_status_t status) {
-  mtx_lock(&root->mutex);
+  hl_spinlock_lock(&root->lock);
   if (atomic_load(&root->state) == HL_ROOT_PENDING && !root->alloc_failure) {
     root->alloc_failure = hl_status_clone(status);
     atomic_store(&root->state, HL_ROOT_FAILED);  // Publishes alloc_failure.
   }
-  mtx_unlock(&root->mutex);
+  hl_spinlock_unlock(&root->lock);
 }
 
 bool hl_root_mark_freed(hl_root_t* root, hl_root_freer_t who) {
-  mtx_lock(&root->mutex);
+  hl_spinlock_lock(&root->lock);
   int expected = HL_ROOT_LIVE;
   bool marked =
       atomic_compare_exchange_strong(&root->state, &expected, HL_ROOT_FREED);
   if (marked) root->freed_by = who;
-  mtx_unlock(&root->mutex);
+  hl_spinlock_unlock(&root->lock);
   return marked;
 }
 
@@ -877,9 +891,9 @@ static hl_status_t hl_memory_frontier_fence(hl_root_t* root,
   free(queues);
   if (!st) st = hl_fence_join(fence, frontier);
   if (!st) {
-    mtx_lock(&root->mutex);
+    hl_spinlock_lock(&root->lock);
     st = hl_fence_join(fence, root->use_fence);
-    mtx_unlock(&root->mutex);
+    hl_spinlock_unlock(&root->lock);
   }
   if (st) {
     hl_fence_release(frontier);
@@ -958,10 +972,10 @@ static void hl_memory_fallback_orphan(hl_root_t* root) {
 // blocked on a semaphore nobody has signalled yet). A failed use will never
 // be issued.
 static bool hl_memory_idle_after_drain(hl_root_t* root) {
-  mtx_lock(&root->mutex);
+  hl_spinlock_lock(&root->lock);
   bool reached = false;
   hl_status_t failure = hl_fence_is_reached(root->use_fence, &reached);
-  mtx_unlock(&root->mutex);
+  hl_spinlock_unlock(&root->lock);
   if (failure) {
     hl_status_free(failure);
     return true;
@@ -1117,16 +1131,18 @@ void hl_memory_fallback_release(hl_root_t* root) {
 // Buffers
 //===----------------------------------------------------------------------===//
 
-hl_status_t hl_buffer_create_view(hl_root_t* root, uint64_t offset,
-                                  uint64_t length, hl_buffer_token_t* token,
-                                  hl_buffer_t** out_buffer) {
+// A view of |root| that takes over one of its references (the caller's;
+// on failure it stays the caller's).
+static hl_status_t hl_buffer_create_view_adopting(hl_root_t* root,
+                                                  uint64_t offset,
+                                                  uint64_t length,
+                                                  hl_buffer_token_t* token,
+                                                  hl_buffer_t** out_buffer) {
   hl_buffer_t* buffer = NULL;
-  HL_RETURN_IF_ERROR(
-      hl_recycler_alloc(&hl_buffer_recycler_, root->device->host_allocator,
-                        (void**)&buffer),
-      "creating a buffer view");
+  hl_status_t st = hl_recycler_alloc(
+      &hl_buffer_recycler_, root->device->host_allocator, (void**)&buffer);
+  if (st) return hl_status_annotate(st, "creating a buffer view");
   atomic_init(&buffer->ref_count, 1);
-  hl_root_retain(root);
   buffer->root = root;
   buffer->offset = offset;
   buffer->length = length;
@@ -1134,6 +1150,16 @@ hl_status_t hl_buffer_create_view(hl_root_t* root, uint64_t offset,
   buffer->token = token;
   *out_buffer = buffer;
   return NULL;
+}
+
+hl_status_t hl_buffer_create_view(hl_root_t* root, uint64_t offset,
+                                  uint64_t length, hl_buffer_token_t* token,
+                                  hl_buffer_t** out_buffer) {
+  hl_root_retain(root);
+  hl_status_t st =
+      hl_buffer_create_view_adopting(root, offset, length, token, out_buffer);
+  if (st) hl_root_release(root);
+  return st;
 }
 
 void hl_buffer_retain(hl_buffer_t* buffer) {
@@ -1211,7 +1237,7 @@ hl_status_t hl_buffer_register_global(hl_buffer_t* buffer) {
                           "hl_buffer_register_global: buffer is NULL");
   }
   hl_root_t* root = buffer->root;
-  mtx_lock(&root->mutex);
+  hl_spinlock_lock(&root->lock);
   int origin = atomic_load(&root->origin);
   hl_status_t st = NULL;
   if (origin == HL_BUFFER_ORIGIN_PERSISTENT) {
@@ -1222,7 +1248,7 @@ hl_status_t hl_buffer_register_global(hl_buffer_t* buffer) {
     atomic_store(&root->origin, HL_BUFFER_ORIGIN_PERSISTENT);
     hl_root_retain(root);  // The registry's reference.
   }
-  mtx_unlock(&root->mutex);
+  hl_spinlock_unlock(&root->lock);
   return st;
 }
 
@@ -1232,14 +1258,14 @@ hl_status_t hl_buffer_unregister_global(hl_buffer_t* buffer) {
                           "hl_buffer_unregister_global: buffer is NULL");
   }
   hl_root_t* root = buffer->root;
-  mtx_lock(&root->mutex);
+  hl_spinlock_lock(&root->lock);
   bool registered = atomic_load(&root->origin) == HL_BUFFER_ORIGIN_PERSISTENT;
   if (registered) {
     atomic_store(&root->origin, root->memory == HL_ROOT_MEMORY_EXTERNAL
                                     ? HL_BUFFER_ORIGIN_EXTERNAL
                                     : HL_BUFFER_ORIGIN_ASYNC);
   }
-  mtx_unlock(&root->mutex);
+  hl_spinlock_unlock(&root->lock);
   if (!registered) {
     return HL_MAKE_STATUS(HL_STATUS_NOT_FOUND,
                           "root %llu is not registered as a global",
@@ -1301,9 +1327,9 @@ hl_status_t hl_buffer_use_fence(const hl_buffer_t* buffer, hl_fence_t* fence) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_buffer_use_fence: NULL buffer or fence");
   }
-  mtx_lock(&buffer->root->mutex);
+  hl_spinlock_lock(&buffer->root->lock);
   hl_status_t st = hl_fence_join(fence, buffer->root->use_fence);
-  mtx_unlock(&buffer->root->mutex);
+  hl_spinlock_unlock(&buffer->root->lock);
   return st;
 }
 
@@ -1313,14 +1339,21 @@ hl_status_t hl_buffer_mutation_barrier(const hl_buffer_t* buffer,
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_buffer_mutation_barrier: NULL buffer or fence");
   }
-  mtx_lock(&buffer->root->mutex);
+  hl_spinlock_lock(&buffer->root->lock);
   hl_status_t st = hl_fence_join(fence, buffer->root->mutation_barrier);
-  mtx_unlock(&buffer->root->mutex);
+  hl_spinlock_unlock(&buffer->root->lock);
   return st;
 }
 
 hl_status_t hl_root_create_async(hl_queue_t* queue, uint64_t size,
-                                 hl_root_t** out_root) {
-  return hl_root_create(hl_queue_device(queue), queue, HL_ROOT_MEMORY_POOL,
-                        HL_BUFFER_ORIGIN_ASYNC, size, out_root);
+                                 hl_buffer_t** out_buffer) {
+  // One reference for the buffer, one operation reference for the alloca.
+  hl_root_t* root = NULL;
+  HL_RETURN_IF_ERROR_PLAIN(hl_root_create_with_refs(
+      hl_queue_device(queue), queue, HL_ROOT_MEMORY_POOL,
+      HL_BUFFER_ORIGIN_ASYNC, size, 1 + HL_ROOT_OP_REF, &root));
+  hl_status_t st =
+      hl_buffer_create_view_adopting(root, 0, size, NULL, out_buffer);
+  if (st) hl_root_destroy(root);  // Nobody else has seen it.
+  return st;
 }

@@ -4,6 +4,7 @@
 #define HIPLINE_RUNTIME_MEMORY_MEMORY_INTERNAL_H_
 
 #include "hipline/buffer.h"
+#include "runtime/base/spin.h"
 #include "runtime/memory/suballocator.h"
 #include "runtime/timeline/timeline_internal.h"
 
@@ -50,13 +51,13 @@ typedef struct hl_root_t {
   atomic_bool escaped;
   // The fallback took over when the last buffer went (at most once).
   atomic_bool fallback_started;
-  // Timeline resource; guarded by |mutex|.
-  mtx_t mutex;
+  // Timeline resource; guarded by |lock| (short sections: fence edits).
+  hl_spinlock_t lock;
   hl_fence_t* use_fence;         // &use_fence_storage.
   hl_fence_t* mutation_barrier;  // &mutation_barrier_storage.
   hl_fence_t use_fence_storage;  // Embedded: no fence allocation per root.
   hl_fence_t mutation_barrier_storage;
-  // Who freed the memory, for use-after-free reports (|mutex|), formatted
+  // Who freed the memory, for use-after-free reports (|lock|), formatted
   // only when one is reported: a static description ("queue_dealloca", a
   // fallback), and the queue and submission value when a dealloca freed it
   // (queue UINT32_MAX otherwise).
@@ -89,9 +90,11 @@ static inline hl_root_t* hl_buffer_root(const hl_buffer_t* buffer) {
   return buffer->root;
 }
 
-// Creates an ASYNC pool root with affinity to |queue| (state PENDING).
+// Creates an ASYNC pool root with affinity to |queue| (state PENDING) and
+// its buffer; the root also carries one operation reference
+// (hl_root_retain_for_op) for the alloca that will fill it.
 hl_status_t hl_root_create_async(hl_queue_t* queue, uint64_t size,
-                                 hl_root_t** out_root);
+                                 hl_buffer_t** out_buffer);
 void hl_root_retain(hl_root_t* root);
 void hl_root_release(hl_root_t* root);
 // References held by queue operations until their submission completes.
@@ -208,7 +211,12 @@ hl_status_t hl_stream_work_after(hl_issue_ctx_t* ctx, hl_host_fn_t fn,
 // Per-device memory state (the device's HL_DEVICE_EXTENSION_MEMORY slot).
 typedef struct hl_fallback_t hl_fallback_t;
 typedef struct hl_memory_state_t {
+  // The fallback's lists below (|owed|, |deferred_*|) and the suballocator's
+  // creation.
   mtx_t mutex;
+  // |stats| and |per_queue|: every alloca and dealloca notes its events
+  // under it, so it is a spin lock (base/spin.h).
+  hl_spinlock_t stats_lock;
   // DEVICE_SYNC releases whose drain is owed (see hl_memory_pay_owed_drains).
   hl_fallback_t* owed;
   atomic_uint owed_count;
@@ -252,7 +260,7 @@ static inline hl_memory_state_t* hl_memory_state_get(hl_device_t* device) {
 }
 
 // Adjusts the statistics of |device| (and of queue |queue_id| when not
-// UINT32_MAX) under the state mutex.
+// UINT32_MAX) under |stats_lock|.
 typedef enum hl_memory_event_e {
   HL_MEMORY_EVENT_ALLOCA,
   HL_MEMORY_EVENT_DEALLOCA,

@@ -258,12 +258,12 @@ static hl_status_t hl_host_pool_set_attributes(hl_backend_t* backend,
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "unknown pool reuse flags 0x%x", a->reuse_flags);
   }
-  mtx_lock(&device->pool.mutex);
+  hl_spinlock_lock(&device->pool.lock);
   device->pool.attrs = *a;
   if (!device->pool.attrs.limit_bytes) {
     device->pool.attrs.limit_bytes = device->memory_bytes;
   }
-  mtx_unlock(&device->pool.mutex);
+  hl_spinlock_unlock(&device->pool.lock);
   hl_host_pool_release_to_threshold(device);
   return NULL;
 }
@@ -271,9 +271,9 @@ static hl_status_t hl_host_pool_set_attributes(hl_backend_t* backend,
 static hl_status_t hl_host_pool_get_attributes(hl_backend_t* backend,
                                                hl_pool_attributes_t* out) {
   hl_host_backend_t* device = hl_host_cast(backend);
-  mtx_lock(&device->pool.mutex);
+  hl_spinlock_lock(&device->pool.lock);
   *out = device->pool.attrs;
-  mtx_unlock(&device->pool.mutex);
+  hl_spinlock_unlock(&device->pool.lock);
   return NULL;
 }
 
@@ -285,9 +285,9 @@ static hl_status_t hl_host_pool_trim_entry(hl_backend_t* backend,
 static hl_status_t hl_host_pool_stats(hl_backend_t* backend,
                                       hl_backend_pool_stats_t* out) {
   hl_host_backend_t* device = hl_host_cast(backend);
-  mtx_lock(&device->pool.mutex);
+  hl_spinlock_lock(&device->pool.lock);
   *out = device->pool.stats;
-  mtx_unlock(&device->pool.mutex);
+  hl_spinlock_unlock(&device->pool.lock);
   return NULL;
 }
 
@@ -387,9 +387,9 @@ static void hl_host_live_counts(hl_backend_t* backend,
   out->live_streams = atomic_load(&device->live_streams);
   out->live_events = atomic_load(&device->live_events);
   out->live_modules = atomic_load(&device->live_modules);
-  mtx_lock(&device->pool.mutex);
+  hl_spinlock_lock(&device->pool.lock);
   out->live_blocks = device->pool.block_count;
-  mtx_unlock(&device->pool.mutex);
+  hl_spinlock_unlock(&device->pool.lock);
 }
 
 static const hl_backend_vtable_t hl_host_vtable = {

@@ -55,13 +55,15 @@ struct hl_backend_stream_t {
   bool inline_work;
   uint64_t inline_rng;  // With delays, a coin per call (|push_mutex|).
   // Highest sequence of each other stream that this stream has waited on
-  // (an event dependency), indexed by stream id. Guarded by the pool mutex.
+  // (an event dependency), indexed by stream id. Guarded by the pool lock.
   uint64_t* deps;
   uint32_t deps_capacity;
 };
 
 typedef struct hl_host_pool_t {
-  mtx_t mutex;
+  // Every field below. A spin lock (base/spin.h): each malloc_async and
+  // free_async takes it once, for a few dozen instructions.
+  hl_spinlock_t lock;
   hl_pool_attributes_t attrs;
   hl_backend_pool_stats_t stats;
   // Free blocks, one list per size class.

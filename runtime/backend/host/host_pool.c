@@ -109,14 +109,10 @@ static bool hl_live_insert(hl_host_pool_t* pool, hl_host_block_t* b) {
 hl_status_t hl_host_pool_initialize(hl_host_backend_t* device) {
   hl_host_pool_t* pool = &device->pool;
   memset(pool, 0, sizeof(*pool));
-  if (mtx_init(&pool->mutex, mtx_plain) != thrd_success) {
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "creating the pool mutex");
-  }
+  hl_spinlock_init(&pool->lock);
   pool->bins = calloc(HL_HOST_POOL_BINS, sizeof(*pool->bins));
   if (!pool->bins || !hl_live_grow(pool)) {
     free(pool->bins);
-    mtx_destroy(&pool->mutex);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "allocating the pool's tables");
   }
@@ -162,7 +158,6 @@ void hl_host_pool_deinitialize(hl_host_backend_t* device) {
   }
   free(pool->bins);
   free(pool->live);
-  mtx_destroy(&pool->mutex);
 }
 
 // Whether the free of |b| has completed on its stream.
@@ -243,18 +238,18 @@ hl_status_t hl_host_pool_malloc(hl_host_backend_t* device, size_t size,
   }
   hl_host_pool_t* pool = &device->pool;
   if (size > ((size_t)1 << 62)) {
-    mtx_lock(&pool->mutex);
+    hl_spinlock_lock(&pool->lock);
     ++pool->stats.fail_count;
-    mtx_unlock(&pool->mutex);
+    hl_spinlock_unlock(&pool->lock);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "malloc_async of %zu bytes exceeds any pool", size);
   }
   if (hl_faults_should_fail_alloc()) {
-    mtx_lock(&pool->mutex);
+    hl_spinlock_lock(&pool->lock);
     ++pool->stats.fail_count;
     uint64_t used = pool->stats.used_bytes,
              reserved = pool->stats.reserved_bytes;
-    mtx_unlock(&pool->mutex);
+    hl_spinlock_unlock(&pool->lock);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "malloc_async of %zu bytes failed (injected by "
                           "HIPLINE_FAULTS alloc_fail_every); pool used %llu, "
@@ -265,7 +260,7 @@ hl_status_t hl_host_pool_malloc(hl_host_backend_t* device, size_t size,
   size_t capacity = 0;
   uint32_t bin = hl_host_size_class(size, &capacity);
 
-  mtx_lock(&pool->mutex);
+  hl_spinlock_lock(&pool->lock);
   hl_host_block_t* found = NULL;
   bool needs_wait = false;
   hl_host_block_t** link = &pool->bins[bin];
@@ -298,7 +293,7 @@ hl_status_t hl_host_pool_malloc(hl_host_backend_t* device, size_t size,
       ++pool->stats.fail_count;
       hl_backend_pool_stats_t s = pool->stats;
       uint64_t limit = pool->attrs.limit_bytes;
-      mtx_unlock(&pool->mutex);
+      hl_spinlock_unlock(&pool->lock);
       return HL_MAKE_STATUS(
           HL_STATUS_RESOURCE_EXHAUSTED,
           "malloc_async of %zu bytes (class %zu) does not fit: pool used %llu, "
@@ -314,7 +309,7 @@ hl_status_t hl_host_pool_malloc(hl_host_backend_t* device, size_t size,
     if (!ptr) {
       free(found);
       ++pool->stats.fail_count;
-      mtx_unlock(&pool->mutex);
+      hl_spinlock_unlock(&pool->lock);
       return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                             "malloc_async of %zu bytes: the system is out of "
                             "memory",
@@ -336,7 +331,7 @@ hl_status_t hl_host_pool_malloc(hl_host_backend_t* device, size_t size,
     found->next = pool->bins[bin];
     pool->bins[bin] = found;
     ++pool->stats.fail_count;
-    mtx_unlock(&pool->mutex);
+    hl_spinlock_unlock(&pool->lock);
     if (wait_stream) hl_host_stream_release(wait_stream);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "malloc_async: growing the live-block table failed");
@@ -347,7 +342,7 @@ hl_status_t hl_host_pool_malloc(hl_host_backend_t* device, size_t size,
   }
   ++pool->stats.alloc_count;
   *out_ptr = found->ptr;
-  mtx_unlock(&pool->mutex);
+  hl_spinlock_unlock(&pool->lock);
 
   if (wait_stream && hl_host_stream_is_current(stream)) {
     // Allocating from the stream's own work: the dependency is met by
@@ -375,10 +370,10 @@ hl_status_t hl_host_pool_free(hl_host_backend_t* device, void* ptr,
                           "free_async: NULL pointer or stream");
   }
   hl_host_pool_t* pool = &device->pool;
-  mtx_lock(&pool->mutex);
+  hl_spinlock_lock(&pool->lock);
   hl_host_block_t* b = hl_live_remove(pool, ptr);
   if (!b) {
-    mtx_unlock(&pool->mutex);
+    hl_spinlock_unlock(&pool->lock);
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "free_async: %p was not allocated by host device "
                           "%d's pool (foreign pointer or double free)",
@@ -408,42 +403,42 @@ hl_status_t hl_host_pool_free(hl_host_backend_t* device, void* ptr,
   pool->bins[b->bin] = b;
   pool->stats.used_bytes -= b->capacity;
   ++pool->stats.free_count;
-  mtx_unlock(&pool->mutex);
+  hl_spinlock_unlock(&pool->lock);
   return NULL;
 }
 
 hl_status_t hl_host_pool_trim(hl_host_backend_t* device,
                               uint64_t min_bytes_to_keep) {
   hl_host_pool_t* pool = &device->pool;
-  mtx_lock(&pool->mutex);
+  hl_spinlock_lock(&pool->lock);
   pool->stats.trim_count +=
       hl_host_pool_release_locked(pool, min_bytes_to_keep);
-  mtx_unlock(&pool->mutex);
+  hl_spinlock_unlock(&pool->lock);
   return NULL;
 }
 
 void hl_host_pool_release_to_threshold(hl_host_backend_t* device) {
   hl_host_pool_t* pool = &device->pool;
-  mtx_lock(&pool->mutex);
+  hl_spinlock_lock(&pool->lock);
   if (pool->stats.reserved_bytes > pool->attrs.release_threshold) {
     pool->stats.trim_count +=
         hl_host_pool_release_locked(pool, pool->attrs.release_threshold);
   }
-  mtx_unlock(&pool->mutex);
+  hl_spinlock_unlock(&pool->lock);
 }
 
 void hl_host_pool_note_dependency(hl_host_backend_t* device,
                                   hl_backend_stream_t* stream,
                                   hl_backend_stream_t* other, uint64_t seq) {
   hl_host_pool_t* pool = &device->pool;
-  mtx_lock(&pool->mutex);
+  hl_spinlock_lock(&pool->lock);
   if (other->id >= stream->deps_capacity) {
     uint32_t capacity = stream->deps_capacity ? stream->deps_capacity : 8;
     while (capacity <= other->id) capacity *= 2;
     uint64_t* deps = realloc(stream->deps, capacity * sizeof(*deps));
     if (!deps) {
       // Without the table the pool just won't reuse through this edge.
-      mtx_unlock(&pool->mutex);
+      hl_spinlock_unlock(&pool->lock);
       return;
     }
     memset(deps + stream->deps_capacity, 0,
@@ -452,24 +447,24 @@ void hl_host_pool_note_dependency(hl_host_backend_t* device,
     stream->deps_capacity = capacity;
   }
   if (stream->deps[other->id] < seq) stream->deps[other->id] = seq;
-  mtx_unlock(&pool->mutex);
+  hl_spinlock_unlock(&pool->lock);
 }
 
 void hl_host_pool_forget_stream(hl_host_backend_t* device,
                                 hl_backend_stream_t* stream) {
   hl_host_pool_t* pool = &device->pool;
-  mtx_lock(&pool->mutex);
+  hl_spinlock_lock(&pool->lock);
   for (uint32_t i = 0; i < pool->bin_count; ++i) {
     for (hl_host_block_t* b = pool->bins[i]; b; b = b->next) {
       if (b->free_stream == stream) b->free_stream = NULL;
     }
   }
-  mtx_unlock(&pool->mutex);
+  hl_spinlock_unlock(&pool->lock);
 }
 
 void hl_host_backend_set_poison(hl_backend_t* backend, bool poison) {
   hl_host_backend_t* device = (hl_host_backend_t*)backend;
-  mtx_lock(&device->pool.mutex);
+  hl_spinlock_lock(&device->pool.lock);
   device->pool.poison = poison;
-  mtx_unlock(&device->pool.mutex);
+  hl_spinlock_unlock(&device->pool.lock);
 }
