@@ -11,6 +11,20 @@
 
 static atomic_uint_least64_t hl_next_root_id_ = 1;
 
+// Root ids are unique, not dense: each thread takes them HL_ROOT_ID_BLOCK at
+// a time, so an alloca pays no shared increment.
+#define HL_ROOT_ID_BLOCK 256
+static _Thread_local uint64_t hl_root_id_next_;
+static _Thread_local uint64_t hl_root_id_end_;
+
+static uint64_t hl_root_next_id(void) {
+  if (HL_UNLIKELY(hl_root_id_next_ == hl_root_id_end_)) {
+    hl_root_id_next_ = atomic_fetch_add(&hl_next_root_id_, HL_ROOT_ID_BLOCK);
+    hl_root_id_end_ = hl_root_id_next_ + HL_ROOT_ID_BLOCK;
+  }
+  return hl_root_id_next_++;
+}
+
 const char* hl_buffer_origin_name(hl_buffer_origin_t origin) {
   switch (origin) {
     case HL_BUFFER_ORIGIN_ASYNC:
@@ -301,7 +315,7 @@ static hl_status_t hl_root_create_with_refs(hl_device_t* device,
   root->use_fence = &root->use_fence_storage;
   root->mutation_barrier = &root->mutation_barrier_storage;
   atomic_init(&root->refs, refs);
-  root->id = atomic_fetch_add(&hl_next_root_id_, 1);
+  root->id = hl_root_next_id();
   root->device = device;
   // An affinity queue holds its device for as long as the root holds the
   // queue (hl_root_destroy releases the queue last).
@@ -514,11 +528,15 @@ void hl_root_fail_allocation(hl_root_t* root, hl_status_t status) {
 }
 
 bool hl_root_mark_freed(hl_root_t* root, hl_root_freer_t who) {
+  // A load and a store, not a compare-and-swap: LIVE is left only here, and
+  // under the lock (PENDING becomes LIVE or FAILED, never the reverse).
   hl_spinlock_lock(&root->lock);
-  int expected = HL_ROOT_LIVE;
   bool marked =
-      atomic_compare_exchange_strong(&root->state, &expected, HL_ROOT_FREED);
-  if (marked) root->freed_by = who;
+      atomic_load_explicit(&root->state, memory_order_relaxed) == HL_ROOT_LIVE;
+  if (marked) {
+    root->freed_by = who;
+    atomic_store_explicit(&root->state, HL_ROOT_FREED, memory_order_release);
+  }
   hl_spinlock_unlock(&root->lock);
   return marked;
 }

@@ -381,13 +381,17 @@ static void hl_submission_publish_outcome_locked(hl_submission_t* sub,
     }
   }
   if (failure) ++queue->stats.failed;
-  if (failure && atomic_load(&sub->fail_queue)) {
-    hl_queue_fail_locked(queue, hl_status_clone(failure));
+  bool fails_queue = failure && atomic_load(&sub->fail_queue);
+  if (fails_queue) hl_queue_fail_locked(queue, hl_status_clone(failure));
+  if (!fails_queue && !held) {
+    // The common case: both values with one barrier.
+    hl_semaphore_signal_owned_two(queue->timeline, sub->value, queue->done,
+                                  sub->value);
   } else {
-    hl_semaphore_signal_owned(queue->timeline, sub->value);
+    if (!fails_queue) hl_semaphore_signal_owned(queue->timeline, sub->value);
+    if (held) hl_shared_event_drop(held);
+    hl_semaphore_signal_owned(queue->done, sub->value);
   }
-  if (held) hl_shared_event_drop(held);
-  hl_semaphore_signal_owned(queue->done, sub->value);
   hl_queue_note_completion_locked(queue);
 }
 

@@ -201,6 +201,46 @@ void hl_semaphore_signal_owned(hl_semaphore_t* s, uint64_t value) {
   hl_semaphore_unlock(s);
 }
 
+// hl_semaphore_signal_owned's raise when nothing is attached: the issued
+// value, then the value, released; the caller fences before it looks at the
+// waiter count.
+static bool hl_semaphore_raise_owned(hl_semaphore_t* s, uint64_t value) {
+  if (value <= hl_semaphore_value(s) || hl_semaphore_failure(s)) return false;
+  if (hl_semaphore_issued_value(s) < value) {
+    atomic_store_explicit(&s->issued_value, value, memory_order_release);
+  }
+  atomic_store_explicit(&s->value, value, memory_order_release);
+  return true;
+}
+
+void hl_semaphore_signal_owned_two(hl_semaphore_t* a, uint64_t a_value,
+                                   hl_semaphore_t* b, uint64_t b_value) {
+  if (a->timepoints || b->timepoints) {
+    hl_semaphore_signal_owned(a, a_value);
+    hl_semaphore_signal_owned(b, b_value);
+    return;
+  }
+  bool raised_a = hl_semaphore_raise_owned(a, a_value);
+  bool raised_b = hl_semaphore_raise_owned(b, b_value);
+  // One full barrier for both (hl_semaphore_signal_owned stores each value
+  // sequentially consistent instead): a waiter counts itself, then reads the
+  // value; this stores both values, fences, then reads both counts. Either
+  // it sees the waiter, or the waiter sees the value.
+  atomic_thread_fence(memory_order_seq_cst);
+  if (raised_a &&
+      atomic_load_explicit(&a->waiter_count, memory_order_relaxed)) {
+    hl_semaphore_lock(a);
+    hl_semaphore_notify_locked(a, false, a_value, hl_semaphore_issued_value(a));
+    hl_semaphore_unlock(a);
+  }
+  if (raised_b &&
+      atomic_load_explicit(&b->waiter_count, memory_order_relaxed)) {
+    hl_semaphore_lock(b);
+    hl_semaphore_notify_locked(b, false, b_value, hl_semaphore_issued_value(b));
+    hl_semaphore_unlock(b);
+  }
+}
+
 void hl_semaphore_signal_unlocked(hl_semaphore_t* s, uint64_t value) {
   if (!s->queue_owned &&
       !atomic_load_explicit(&s->waiter_count, memory_order_seq_cst) &&

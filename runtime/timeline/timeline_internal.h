@@ -359,6 +359,10 @@ void hl_semaphore_fail_locked(hl_semaphore_t* semaphore, hl_status_t status);
 // timepoint is attached. Every registration of a waiter looks at the value
 // after hl_semaphore_add_waiter_locked, so none misses it.
 void hl_semaphore_signal_owned(hl_semaphore_t* semaphore, uint64_t value);
+// hl_semaphore_signal_owned of |a| then |b| (both owned by one queue, whose
+// lock is held) with one full barrier for the two.
+void hl_semaphore_signal_owned_two(hl_semaphore_t* a, uint64_t a_value,
+                                   hl_semaphore_t* b, uint64_t b_value);
 // The same two, taking the semaphore's lock (no semaphore lock held). A
 // signal of a semaphore nobody waits on and with no timepoint attached takes
 // no lock: it raises the value with a compare-and-swap and then looks at the
