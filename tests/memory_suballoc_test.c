@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 
 #include "runtime/memory/suballocator.h"
 #include "tests/memory_util.h"
@@ -645,6 +646,152 @@ static void test_pool_mode_switch(void** state) {
   assert_string_equal(hl_pool_mode_name(HL_POOL_MODE_DRIVER), "driver");
 }
 
+// A backend whose malloc_async waits at a gate: the host backend for
+// everything the suballocator calls, forwarded.
+typedef struct gated_backend_t {
+  hl_backend_t base;  // First: the suballocator sees this.
+  hl_backend_t* inner;
+  hl_backend_vtable_t vtable;
+  atomic_bool armed;    // The next malloc_async waits at the gate.
+  atomic_bool entered;  // A malloc_async is waiting.
+  atomic_bool open;
+} gated_backend_t;
+
+static hl_backend_t* gated_inner(hl_backend_t* b) {
+  return ((gated_backend_t*)b)->inner;
+}
+
+static hl_status_t gated_malloc_async(hl_backend_t* b, size_t size,
+                                      hl_backend_stream_t* stream,
+                                      void** out_ptr) {
+  gated_backend_t* g = (gated_backend_t*)b;
+  if (atomic_exchange(&g->armed, false)) {
+    atomic_store(&g->entered, true);
+    while (!atomic_load(&g->open)) thrd_yield();
+  }
+  return g->inner->vtable->malloc_async(g->inner, size, stream, out_ptr);
+}
+static hl_status_t gated_free_async(hl_backend_t* b, void* ptr,
+                                    hl_backend_stream_t* stream) {
+  return gated_inner(b)->vtable->free_async(gated_inner(b), ptr, stream);
+}
+static hl_status_t gated_stream_create(hl_backend_t* b,
+                                       hl_backend_stream_t** out) {
+  return gated_inner(b)->vtable->stream_create(gated_inner(b), out);
+}
+static void gated_stream_destroy(hl_backend_t* b, hl_backend_stream_t* s) {
+  gated_inner(b)->vtable->stream_destroy(gated_inner(b), s);
+}
+static hl_status_t gated_stream_synchronize(hl_backend_t* b,
+                                            hl_backend_stream_t* s) {
+  return gated_inner(b)->vtable->stream_synchronize(gated_inner(b), s);
+}
+static hl_status_t gated_pool_trim(hl_backend_t* b, uint64_t keep) {
+  return gated_inner(b)->vtable->pool_trim(gated_inner(b), keep);
+}
+static hl_status_t gated_pool_stats(hl_backend_t* b,
+                                    hl_backend_pool_stats_t* out) {
+  return gated_inner(b)->vtable->pool_stats(gated_inner(b), out);
+}
+
+typedef struct grow_call_t {
+  hl_suballocator_t* sa;
+  hl_backend_stream_t* stream;
+  hl_suballocation_t* free_first;  // Freed (queue 1) before the alloca.
+  uint64_t size;
+  void* ptr;
+  hl_suballocation_t* block;
+  hl_status_t status;
+  atomic_bool done;
+} grow_call_t;
+
+static int grow_call_main(void* arg) {
+  grow_call_t* c = arg;
+  if (c->free_first) {
+    hl_suballocator_free(c->sa, c->free_first, c->stream, 1, NULL, 0);
+  }
+  c->status = hl_suballocator_alloc(c->sa, c->size, c->stream, 0, NULL, 0,
+                                    &c->ptr, &c->block);
+  atomic_store(&c->done, true);
+  return 0;
+}
+
+// The suballocator calls the backend (a slab's malloc_async, which may wait
+// for the device on ROCm) without its lock: while one queue's alloca grows
+// the pool, other queues' allocas from free space and frees go on.
+static void test_growth_does_not_block_other_queues(void** state) {
+  (void)state;
+  gated_backend_t g;
+  memset(&g, 0, sizeof(g));
+  HL_ASSERT_OK(hl_host_backend_create(0, hl_allocator_system(), &g.inner));
+  g.base = *g.inner;
+  g.vtable = *g.inner->vtable;
+  g.vtable.malloc_async = gated_malloc_async;
+  g.vtable.free_async = gated_free_async;
+  g.vtable.stream_create = gated_stream_create;
+  g.vtable.stream_destroy = gated_stream_destroy;
+  g.vtable.stream_synchronize = gated_stream_synchronize;
+  g.vtable.pool_trim = gated_pool_trim;
+  g.vtable.pool_stats = gated_pool_stats;
+  g.base.vtable = &g.vtable;
+  hl_backend_t* backend = &g.base;
+  hl_backend_stream_t* stream = NULL;
+  HL_ASSERT_OK(backend->vtable->stream_create(backend, &stream));
+  hl_suballocator_t* sa = NULL;
+  HL_ASSERT_OK(hl_suballocator_create(backend, UINT64_MAX, false, &sa));
+  // A small slab with a block that stays live (so the slab is not empty
+  // and no trim gives it back) and free space beside it.
+  void* kept_ptr = NULL;
+  hl_suballocation_t* kept = NULL;
+  HL_ASSERT_OK(
+      hl_suballocator_alloc(sa, 4 * KIB, stream, 1, NULL, 0, &kept_ptr, &kept));
+  void* other_ptr = NULL;
+  hl_suballocation_t* other = NULL;
+  HL_ASSERT_OK(hl_suballocator_alloc(sa, 4 * KIB, stream, 1, NULL, 0,
+                                     &other_ptr, &other));
+
+  // Queue 0 asks for more than any slab holds: it grows, and its
+  // malloc_async waits at the gate.
+  atomic_store(&g.armed, true);
+  static grow_call_t grow;
+  memset(&grow, 0, sizeof(grow));
+  grow.sa = sa;
+  grow.stream = stream;
+  grow.size = 30 * MIB;
+  thrd_t grower;
+  assert_int_equal(thrd_create(&grower, grow_call_main, &grow), thrd_success);
+  while (!atomic_load(&g.entered)) thrd_yield();
+
+  // Meanwhile queue 1 frees a block and allocates from the free space, in a
+  // thread of its own so that a blocked call is seen rather than hung on.
+  static grow_call_t small;
+  memset(&small, 0, sizeof(small));
+  small.sa = sa;
+  small.stream = stream;
+  small.size = 8 * KIB;
+  small.free_first = other;
+  thrd_t smaller;
+  assert_int_equal(thrd_create(&smaller, grow_call_main, &small), thrd_success);
+  hl_time_t deadline = hl_time_now() + (hl_duration_t)5000000000LL;
+  while (!atomic_load(&small.done) && hl_time_now() < deadline) thrd_yield();
+  bool small_done_while_growing = atomic_load(&small.done);
+  atomic_store(&g.open, true);
+  assert_int_equal(thrd_join(grower, NULL), thrd_success);
+  assert_int_equal(thrd_join(smaller, NULL), thrd_success);
+  assert_true(small_done_while_growing);
+  HL_ASSERT_OK(grow.status);
+  HL_ASSERT_OK(small.status);
+  HL_ASSERT_OK(hl_suballocator_verify(sa));
+  hl_suballocator_free(sa, grow.block, stream, 0, NULL, 0);
+  hl_suballocator_free(sa, small.block, stream, 1, NULL, 0);
+  hl_suballocator_free(sa, kept, stream, 1, NULL, 0);
+  HL_ASSERT_OK(hl_suballocator_verify(sa));
+  hl_suballocator_destroy(sa);
+  backend->vtable->stream_destroy(backend, stream);
+  HL_ASSERT_OK(g.inner->vtable->pool_trim(g.inner, 0));
+  g.inner->vtable->destroy(g.inner);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_split_and_coalesce),
@@ -658,6 +805,7 @@ int main(void) {
       cmocka_unit_test(test_release_threshold_at_sync_points),
       cmocka_unit_test(test_host_memory_setting),
       cmocka_unit_test(test_pool_mode_switch),
+      cmocka_unit_test(test_growth_does_not_block_other_queues),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -78,10 +78,13 @@ struct hl_suballocation_t {
 
 struct hl_sa_slab_t {
   hl_sa_slab_t* prev;
-  hl_sa_slab_t* next;
+  hl_sa_slab_t* next;  // Also links slabs taken out to be given back.
   char* base;
   uint64_t size;
   uint32_t pool;  // 0: small, 1: large.
+  // Taken out to be given back: on a stream of the suballocator's own
+  // (every use complete), else on the releasing queue's stream.
+  bool release_on_own;
   hl_suballocation_t* first;
 };
 
@@ -91,6 +94,9 @@ typedef struct hl_sa_pool_t {
 } hl_sa_pool_t;
 
 struct hl_suballocator_t {
+  // Everything below. Never held across a backend call: growing and giving
+  // slabs back call the backend (which may wait for the device on ROCm)
+  // between two holds, so other queues' allocas and frees go on meanwhile.
   mtx_t mutex;
   hl_backend_t* backend;
   uint64_t release_threshold;
@@ -365,16 +371,14 @@ static uint64_t hl_sa_slab_size(const hl_suballocator_t* sa, uint32_t pool,
   return slab;
 }
 
-// Gets a new slab for |size| from the backend on |stream|; its free tail
-// carries the alloca's timepoint (the driver made it valid for |stream|).
-static hl_status_t hl_sa_grow(hl_suballocator_t* sa, uint32_t pool,
-                              uint64_t slab_size, hl_backend_stream_t* stream,
-                              uint32_t queue_id, hl_semaphore_t* timeline,
-                              uint64_t value, hl_suballocation_t** out_block) {
+// Gets |slab_size| bytes from the backend on |stream| for a new slab (no
+// lock held).
+static hl_status_t hl_sa_slab_new(hl_suballocator_t* sa, uint64_t slab_size,
+                                  hl_backend_stream_t* stream,
+                                  hl_sa_slab_t** out_slab) {
+  *out_slab = NULL;
   hl_sa_slab_t* slab = calloc(1, sizeof(*slab));
-  hl_suballocation_t* b = slab ? hl_sa_block_new(sa) : NULL;
-  if (!b) {
-    free(slab);
+  if (!slab) {
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "allocating suballocator metadata");
   }
@@ -382,21 +386,47 @@ static hl_status_t hl_sa_grow(hl_suballocator_t* sa, uint32_t pool,
   hl_status_t st = sa->backend->vtable->malloc_async(
       sa->backend, (size_t)slab_size, stream, &ptr);
   if (st) {
-    hl_sa_block_recycle(sa, b);
     free(slab);
     return hl_status_annotate(st, "allocating a %llu-byte slab",
                               (unsigned long long)slab_size);
   }
   slab->base = ptr;
   slab->size = slab_size;
-  slab->pool = pool;
+  *out_slab = slab;
+  return NULL;
+}
+
+// Puts |slab| (one block, |b|, which it takes over) into the pool. A new
+// slab's free block carries the alloca's timepoint (the driver made it valid
+// for the alloca's stream); a slab put back keeps its block's.
+static void hl_sa_attach_locked(hl_suballocator_t* sa, hl_sa_slab_t* slab,
+                                hl_suballocation_t* b) {
   slab->first = b;
+  slab->prev = NULL;
   slab->next = sa->slabs;
   if (sa->slabs) sa->slabs->prev = slab;
   sa->slabs = slab;
   b->slab = slab;
-  b->size = slab_size;
+  b->offset = 0;
+  b->size = slab->size;
+  b->prev = b->next = NULL;
   b->free = true;
+  hl_sa_bin_insert(sa, b);
+  ++sa->stats.slabs;
+  sa->pool_bytes[slab->pool] += slab->size;
+  sa->stats.slab_bytes += slab->size;
+  if (sa->stats.slab_bytes > sa->stats.slab_bytes_peak) {
+    sa->stats.slab_bytes_peak = sa->stats.slab_bytes;
+  }
+}
+
+// Takes the new |slab| of |pool| into the pool with block record |b|;
+// returns the slab's free block.
+static hl_suballocation_t* hl_sa_attach_new_locked(
+    hl_suballocator_t* sa, hl_sa_slab_t* slab, hl_suballocation_t* b,
+    uint32_t pool, uint32_t queue_id, hl_semaphore_t* timeline,
+    uint64_t value) {
+  slab->pool = pool;
   if (timeline && hl_sa_register_timeline(sa, queue_id, timeline)) {
     b->free_queue = queue_id;
     b->free_value = value;
@@ -404,43 +434,9 @@ static hl_status_t hl_sa_grow(hl_suballocator_t* sa, uint32_t pool,
     b->free_queue = queue_id;
     b->free_value = UINT64_MAX;  // Cannot be read: same queue only.
   }
-  hl_sa_bin_insert(sa, b);
-  ++sa->stats.slabs;
+  hl_sa_attach_locked(sa, slab, b);
   ++sa->stats.slab_allocs;
-  sa->pool_bytes[pool] += slab_size;
-  sa->stats.slab_bytes += slab_size;
-  if (sa->stats.slab_bytes > sa->stats.slab_bytes_peak) {
-    sa->stats.slab_bytes_peak = sa->stats.slab_bytes;
-  }
-  *out_block = b;
-  return NULL;
-}
-
-// Gives |slab| (one free, binned block) back on |stream|.
-static bool hl_sa_release_slab(hl_suballocator_t* sa, hl_sa_slab_t* slab,
-                               hl_backend_stream_t* stream) {
-  hl_status_t st =
-      sa->backend->vtable->free_async(sa->backend, slab->base, stream);
-  if (st) {
-    HL_LOG_ERROR("suballocator: giving back a %llu-byte slab failed: %s",
-                 (unsigned long long)slab->size, hl_status_message(st));
-    hl_status_free(st);
-    return false;
-  }
-  hl_sa_bin_remove(sa, slab->first);
-  hl_sa_block_recycle(sa, slab->first);
-  if (slab->prev) {
-    slab->prev->next = slab->next;
-  } else {
-    sa->slabs = slab->next;
-  }
-  if (slab->next) slab->next->prev = slab->prev;
-  --sa->stats.slabs;
-  ++sa->stats.slab_releases;
-  sa->pool_bytes[slab->pool] -= slab->size;
-  sa->stats.slab_bytes -= slab->size;
-  free(slab);
-  return true;
+  return b;
 }
 
 static void hl_sa_wait_own(hl_suballocator_t* sa, hl_backend_stream_t* own) {
@@ -456,52 +452,137 @@ static bool hl_sa_slab_empty(const hl_sa_slab_t* slab) {
   return slab->first->free && !slab->first->next;
 }
 
-static uint64_t hl_sa_trim_locked(hl_suballocator_t* sa, uint64_t keep,
-                                  hl_backend_stream_t* stream,
-                                  uint32_t queue_id) {
-  uint64_t released = 0;
-  hl_backend_stream_t* own = NULL;
+// Takes whole free slabs out of the pool, while it holds more than |keep|
+// bytes, to be given back by hl_sa_release (the caller lets go of the lock
+// first). Returns them linked by |next|.
+static hl_sa_slab_t* hl_sa_detach_empty_locked(hl_suballocator_t* sa,
+                                               uint64_t keep,
+                                               hl_backend_stream_t* stream,
+                                               uint32_t queue_id) {
+  hl_sa_slab_t* detached = NULL;
   for (hl_sa_slab_t* slab = sa->slabs; slab && sa->stats.slab_bytes > keep;) {
     hl_sa_slab_t* next = slab->next;
     hl_sa_coalesce_slab(sa, slab);
     if (hl_sa_slab_empty(slab)) {
       hl_suballocation_t* b = slab->first;
       hl_sa_refresh(sa, b);
-      hl_backend_stream_t* on = NULL;
       // With stream_ordered_host_work the alloca that trims runs as stream
       // work when |stream| gets there, so all earlier work of |stream| is
       // done; at issue (without it) the slab goes back behind this queue's
-      // work in stream order.
+      // work in stream order. A slab still awaiting another queue's free
+      // stays.
       bool own_queue = stream && b->free_queue == queue_id;
-      if (own_queue && !sa->backend->stream_ordered_host_work) {
-        on = stream;
-      } else if (own_queue || b->free_queue == HL_SUBALLOC_NO_QUEUE) {
-        // Every use is complete: a stream of our own, idle, lets the driver
-        // reuse or trim the slab at once.
-        if (!own) {
-          hl_status_t st =
-              sa->backend->vtable->stream_create(sa->backend, &own);
-          if (st) {
-            hl_status_free(st);
-            own = NULL;
-          }
+      bool on_stream = own_queue && !sa->backend->stream_ordered_host_work;
+      if (on_stream || own_queue || b->free_queue == HL_SUBALLOC_NO_QUEUE) {
+        hl_sa_bin_remove(sa, b);
+        if (slab->prev) {
+          slab->prev->next = slab->next;
+        } else {
+          sa->slabs = slab->next;
         }
-        on = own;
-      }
-      if (on && hl_sa_release_slab(sa, slab, on)) {
-        ++released;
-        // A slab given back on |own| is trimmable only once its free has
-        // executed (a driver keeps a block whose free is pending, and the
-        // caller trims the pool next). |own| holds nothing else, so this
-        // waits for that free only, and keeps |own| idle for the next
-        // slab: a free from an idle stream needs no ordering (backend.h).
-        if (on == own) hl_sa_wait_own(sa, own);
+        if (slab->next) slab->next->prev = slab->prev;
+        --sa->stats.slabs;
+        sa->pool_bytes[slab->pool] -= slab->size;
+        sa->stats.slab_bytes -= slab->size;
+        slab->release_on_own = !on_stream;
+        slab->prev = NULL;
+        slab->next = detached;
+        detached = slab;
       }
     }
     slab = next;
   }
+  return detached;
+}
+
+// Gives the |detached| slabs back to the backend (no lock held); a slab the
+// backend does not take goes back into the pool. Returns how many went.
+static uint64_t hl_sa_release(hl_suballocator_t* sa, hl_sa_slab_t* detached,
+                              hl_backend_stream_t* stream) {
+  if (!detached) return 0;
+  hl_backend_stream_t* own = NULL;
+  bool own_failed = false;
+  hl_sa_slab_t* released = NULL;
+  hl_sa_slab_t* kept = NULL;
+  while (detached) {
+    hl_sa_slab_t* slab = detached;
+    detached = slab->next;
+    hl_backend_stream_t* on = stream;
+    if (slab->release_on_own) {
+      // Every use is complete: a stream of our own, idle, lets the driver
+      // reuse or trim the slab at once.
+      if (!own && !own_failed) {
+        hl_status_t st = sa->backend->vtable->stream_create(sa->backend, &own);
+        if (st) {
+          hl_status_free(st);
+          own = NULL;
+          own_failed = true;
+        }
+      }
+      on = own;
+    }
+    hl_status_t st =
+        on ? sa->backend->vtable->free_async(sa->backend, slab->base, on)
+           : NULL;
+    if (!on || st) {
+      if (st) {
+        HL_LOG_ERROR("suballocator: giving back a %llu-byte slab failed: %s",
+                     (unsigned long long)slab->size, hl_status_message(st));
+        hl_status_free(st);
+      }
+      slab->next = kept;
+      kept = slab;
+      continue;
+    }
+    // A slab given back on |own| is trimmable only once its free has
+    // executed (a driver keeps a block whose free is pending, and the
+    // caller trims the pool next). |own| holds nothing else, so this waits
+    // for that free only, and keeps |own| idle for the next slab: a free
+    // from an idle stream needs no ordering (backend.h).
+    if (on == own) hl_sa_wait_own(sa, own);
+    slab->next = released;
+    released = slab;
+  }
   if (own) sa->backend->vtable->stream_destroy(sa->backend, own);
-  return released;
+  uint64_t count = 0;
+  mtx_lock(&sa->mutex);
+  while (kept) {
+    hl_sa_slab_t* slab = kept;
+    kept = slab->next;
+    hl_sa_attach_locked(sa, slab, slab->first);
+  }
+  for (hl_sa_slab_t* slab = released; slab; slab = slab->next) {
+    hl_sa_block_recycle(sa, slab->first);
+    ++sa->stats.slab_releases;
+    ++count;
+  }
+  mtx_unlock(&sa->mutex);
+  while (released) {
+    hl_sa_slab_t* slab = released;
+    released = slab->next;
+    free(slab);
+  }
+  return count;
+}
+
+// Gives empty slabs back and, if any went, lets the backend's pool drop
+// its cache down to what is in use (no lock held).
+static void hl_sa_release_and_trim_pool(hl_suballocator_t* sa,
+                                        hl_sa_slab_t* detached,
+                                        hl_backend_stream_t* stream,
+                                        bool everything) {
+  if (!hl_sa_release(sa, detached, stream) && !everything) return;
+  uint64_t keep = 0;
+  if (!everything) {
+    hl_backend_pool_stats_t pool_stats;
+    hl_status_t st = sa->backend->vtable->pool_stats(sa->backend, &pool_stats);
+    if (st) {
+      hl_status_free(st);
+      return;
+    }
+    keep = pool_stats.used_bytes;
+  }
+  hl_status_ignore(sa->backend->vtable->pool_trim(sa->backend, keep));
 }
 
 //===----------------------------------------------------------------------===//
@@ -612,53 +693,60 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
     if (merged) b = hl_sa_find(sa, pool, rounded, queue_id);
     if (merged && !b && pool == 0) b = hl_sa_find(sa, 1, rounded, queue_id);
   }
-  hl_status_t st = NULL;
   if (b) {
     ++sa->stats.block_reuses;
     if (b->freed_by != HL_SUBALLOC_NO_QUEUE && b->freed_by != queue_id) {
       ++sa->stats.cross_queue_reuses;
     }
-  } else {
-    // Before asking the driver for more, give back the empty slabs (none of
-    // them could serve this request) and let the driver drop its cache of
-    // them: reserved memory then follows live memory, where PyTorch keeps
-    // idle segments until out of memory or empty_cache.
-    if (hl_sa_trim_locked(sa, 0, stream, queue_id)) {
-      hl_backend_pool_stats_t pool_stats;
-      hl_status_t stats_st =
-          sa->backend->vtable->pool_stats(sa->backend, &pool_stats);
-      if (!stats_st) {
-        hl_status_ignore(
-            sa->backend->vtable->pool_trim(sa->backend, pool_stats.used_bytes));
-      }
-      hl_status_ignore(stats_st);
-    }
-    st = hl_sa_grow(sa, pool, hl_sa_slab_size(sa, pool, rounded), stream,
-                    queue_id, timeline, value, &b);
-    if (st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) {
-      // Out of memory: give back whole free slabs, then retry once with a
-      // slab of exactly the request's size (the last bytes of the device).
-      hl_status_free(st);
-      hl_sa_trim_locked(sa, 0, stream, queue_id);
-      hl_status_ignore(sa->backend->vtable->pool_trim(sa->backend, 0));
-      st = hl_sa_grow(sa, pool, rounded, stream, queue_id, timeline, value, &b);
-      if (st) {
-        st = hl_status_annotate(
-            st,
-            "suballocation of %llu bytes on queue %u after trim and retry "
-            "(slabs %llu holding %llu bytes, %llu in use)",
-            (unsigned long long)size, queue_id,
-            (unsigned long long)sa->stats.slabs,
-            (unsigned long long)sa->stats.slab_bytes,
-            (unsigned long long)sa->stats.used_bytes);
-      }
-    }
+    hl_sa_take(sa, b, rounded, spare);
+    *out_ptr = b->slab->base + b->offset;
+    *out_allocation = b;
+    mtx_unlock(&sa->mutex);
+    return NULL;
   }
+  // Growing calls the backend, without the lock (see hl_suballocator_t).
+  hl_suballocation_t* first = hl_sa_block_new(sa);
+  if (!first) {
+    hl_sa_block_recycle(sa, spare);
+    mtx_unlock(&sa->mutex);
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "allocating suballocator metadata");
+  }
+  // Before asking the driver for more, give back the empty slabs (none of
+  // them could serve this request) and let the driver drop its cache of
+  // them: reserved memory then follows live memory, where PyTorch keeps
+  // idle segments until out of memory or empty_cache.
+  hl_sa_slab_t* empty = hl_sa_detach_empty_locked(sa, 0, stream, queue_id);
+  uint64_t slab_size = hl_sa_slab_size(sa, pool, rounded);
+  mtx_unlock(&sa->mutex);
+  hl_sa_release_and_trim_pool(sa, empty, stream, false);
+  hl_sa_slab_t* slab = NULL;
+  hl_status_t st = hl_sa_slab_new(sa, slab_size, stream, &slab);
+  if (st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) {
+    // Out of memory: give back whole free slabs, then retry once with a
+    // slab of exactly the request's size (the last bytes of the device).
+    hl_status_free(st);
+    mtx_lock(&sa->mutex);
+    empty = hl_sa_detach_empty_locked(sa, 0, stream, queue_id);
+    mtx_unlock(&sa->mutex);
+    hl_sa_release_and_trim_pool(sa, empty, stream, true);
+    st = hl_sa_slab_new(sa, rounded, stream, &slab);
+  }
+  mtx_lock(&sa->mutex);
   if (st) {
+    st = hl_status_annotate(
+        st,
+        "suballocation of %llu bytes on queue %u after trim and retry "
+        "(slabs %llu holding %llu bytes, %llu in use)",
+        (unsigned long long)size, queue_id, (unsigned long long)sa->stats.slabs,
+        (unsigned long long)sa->stats.slab_bytes,
+        (unsigned long long)sa->stats.used_bytes);
+    hl_sa_block_recycle(sa, first);
     hl_sa_block_recycle(sa, spare);
     mtx_unlock(&sa->mutex);
     return st;
   }
+  b = hl_sa_attach_new_locked(sa, slab, first, pool, queue_id, timeline, value);
   hl_sa_take(sa, b, rounded, spare);
   *out_ptr = b->slab->base + b->offset;
   *out_allocation = b;
@@ -690,10 +778,10 @@ void hl_suballocator_free(hl_suballocator_t* sa, hl_suballocation_t* b,
 uint64_t hl_suballocator_trim(hl_suballocator_t* sa, uint64_t min_bytes_to_keep,
                               hl_backend_stream_t* stream, uint32_t queue_id) {
   mtx_lock(&sa->mutex);
-  uint64_t released =
-      hl_sa_trim_locked(sa, min_bytes_to_keep, stream, queue_id);
+  hl_sa_slab_t* empty =
+      hl_sa_detach_empty_locked(sa, min_bytes_to_keep, stream, queue_id);
   mtx_unlock(&sa->mutex);
-  return released;
+  return hl_sa_release(sa, empty, stream);
 }
 
 uint64_t hl_suballocator_release_threshold(hl_suballocator_t* sa) {
