@@ -87,8 +87,8 @@ hl_status_t hl_memory_state(hl_device_t* device,
                                 "allocating the memory statistics");
 }
 
-static void hl_memory_apply(hl_memory_stats_t* s, hl_memory_event_t event,
-                            uint64_t bytes) {
+static inline void hl_memory_apply(hl_memory_stats_t* s,
+                                   hl_memory_event_t event, uint64_t bytes) {
   switch (event) {
     case HL_MEMORY_EVENT_ALLOCA:
       ++s->allocas;
@@ -141,11 +141,9 @@ void hl_memory_global_fallbacks(uint64_t* out_frontier,
   *out_ordered = atomic_load(&hl_global_ordered_releases_);
 }
 
-// The statistics of queue |queue_id| (grown on demand), or NULL for
-// UINT32_MAX or when growing fails. |stats_lock| held.
-static hl_memory_stats_t* hl_memory_per_queue_locked(hl_memory_state_t* state,
-                                                     uint32_t queue_id) {
-  if (queue_id == UINT32_MAX) return NULL;
+// hl_memory_per_queue_locked when the table must grow.
+static __attribute__((noinline)) hl_memory_stats_t* hl_memory_per_queue_grow(
+    hl_memory_state_t* state, uint32_t queue_id) {
   if (queue_id >= state->per_queue_capacity) {
     uint32_t capacity =
         state->per_queue_capacity ? state->per_queue_capacity : 8;
@@ -159,6 +157,17 @@ static hl_memory_stats_t* hl_memory_per_queue_locked(hl_memory_state_t* state,
     state->per_queue_capacity = capacity;
   }
   return &state->per_queue[queue_id];
+}
+
+// The statistics of queue |queue_id| (grown on demand), or NULL for
+// UINT32_MAX or when growing fails. |stats_lock| held.
+static inline hl_memory_stats_t* hl_memory_per_queue_locked(
+    hl_memory_state_t* state, uint32_t queue_id) {
+  if (HL_LIKELY(queue_id < state->per_queue_capacity)) {
+    return &state->per_queue[queue_id];
+  }
+  return queue_id == UINT32_MAX ? NULL
+                                : hl_memory_per_queue_grow(state, queue_id);
 }
 
 void hl_memory_note_elision(hl_device_t* device, uint32_t queue_id,
@@ -183,7 +192,7 @@ void hl_memory_note_elision(hl_device_t* device, uint32_t queue_id,
   hl_spinlock_unlock(&state->stats_lock);
 }
 
-static void hl_memory_count_global(hl_memory_event_t event) {
+static inline void hl_memory_count_global(hl_memory_event_t event) {
   if (event == HL_MEMORY_EVENT_FALLBACK_FRONTIER) {
     atomic_fetch_add(&hl_global_frontier_releases_, 1);
   } else if (event == HL_MEMORY_EVENT_FALLBACK_DEVICE_SYNC) {
@@ -193,45 +202,50 @@ static void hl_memory_count_global(hl_memory_event_t event) {
   }
 }
 
-static void hl_memory_apply_locked(hl_memory_state_t* state, uint32_t queue_id,
-                                   hl_memory_event_t event, uint64_t bytes) {
+static inline void hl_memory_apply_locked(hl_memory_state_t* state,
+                                          uint32_t queue_id,
+                                          hl_memory_event_t event,
+                                          uint64_t bytes) {
   hl_memory_apply(&state->stats, event, bytes);
   hl_memory_stats_t* per_queue = hl_memory_per_queue_locked(state, queue_id);
   if (per_queue) hl_memory_apply(per_queue, event, bytes);
 }
 
-// Applies |count| events (1 or 2) under one lock of the statistics.
-static void hl_memory_note_events(hl_device_t* device, size_t count,
-                                  const uint32_t* queues,
-                                  const hl_memory_event_t* events,
-                                  const uint64_t* bytes) {
-  for (size_t i = 0; i < count; ++i) hl_memory_count_global(events[i]);
-  hl_memory_state_t* state = NULL;
+// The device's memory state for a statistics note, or NULL (statistics
+// only: a state that cannot be made is not an error).
+static inline hl_memory_state_t* hl_memory_state_for_note(hl_device_t* device) {
+  hl_memory_state_t* state = hl_memory_state_get(device);
+  if (HL_LIKELY(state)) return state;
   hl_status_t st = hl_memory_state(device, &state);
   if (st) {
-    hl_status_free(st);  // Statistics only.
-    return;
+    hl_status_free(st);
+    return NULL;
   }
-  hl_spinlock_lock(&state->stats_lock);
-  for (size_t i = 0; i < count; ++i) {
-    hl_memory_apply_locked(state, queues[i], events[i], bytes[i]);
-  }
-  hl_spinlock_unlock(&state->stats_lock);
+  return state;
 }
 
 void hl_memory_note(hl_device_t* device, uint32_t queue_id,
                     hl_memory_event_t event, uint64_t bytes) {
-  hl_memory_note_events(device, 1, &queue_id, &event, &bytes);
+  hl_memory_count_global(event);
+  hl_memory_state_t* state = hl_memory_state_for_note(device);
+  if (!state) return;
+  hl_spinlock_lock(&state->stats_lock);
+  hl_memory_apply_locked(state, queue_id, event, bytes);
+  hl_spinlock_unlock(&state->stats_lock);
 }
 
 void hl_memory_note_two(hl_device_t* device, uint32_t queue_a,
                         hl_memory_event_t event_a, uint64_t bytes_a,
                         uint32_t queue_b, hl_memory_event_t event_b,
                         uint64_t bytes_b) {
-  uint32_t queues[2] = {queue_a, queue_b};
-  hl_memory_event_t events[2] = {event_a, event_b};
-  uint64_t bytes[2] = {bytes_a, bytes_b};
-  hl_memory_note_events(device, 2, queues, events, bytes);
+  hl_memory_count_global(event_a);
+  hl_memory_count_global(event_b);
+  hl_memory_state_t* state = hl_memory_state_for_note(device);
+  if (!state) return;
+  hl_spinlock_lock(&state->stats_lock);
+  hl_memory_apply_locked(state, queue_a, event_a, bytes_a);
+  hl_memory_apply_locked(state, queue_b, event_b, bytes_b);
+  hl_spinlock_unlock(&state->stats_lock);
 }
 
 static hl_status_t hl_memory_fill_reserved(hl_device_t* device,
