@@ -58,6 +58,14 @@ typedef struct hl_recycler_t {
 // from |allocator| (the system allocator when it has no alloc function).
 hl_status_t hl_recycler_alloc(hl_recycler_t* recycler, hl_allocator_t allocator,
                               void** out_object);
+// hl_recycler_alloc with the system allocator (an allocator with no
+// functions means that), without building hl_allocator_system() at every
+// call.
+static inline hl_status_t hl_recycler_alloc_default(hl_recycler_t* recycler,
+                                                    void** out_object) {
+  hl_allocator_t none = {NULL, NULL, NULL};
+  return hl_recycler_alloc(recycler, none, out_object);
+}
 // Gives |object| (from hl_recycler_alloc on this recycler; NULL is ignored)
 // back: kept for reuse, or freed through its allocator when the recycler
 // keeps enough.

@@ -473,9 +473,9 @@ static hl_status_t hl_queue_dispatch_impl(hl_queue_t* queue,
                      hl_queue_id(queue));
 
   hl_dispatch_op_t* op = NULL;
-  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_dispatch_op_recycler_,
-                                       hl_allocator_system(), (void**)&op),
-                     "a dispatch of '%s'", desc->name);
+  HL_RETURN_IF_ERROR(
+      hl_recycler_alloc_default(&hl_dispatch_op_recycler_, (void**)&op),
+      "a dispatch of '%s'", desc->name);
   op->base.vtable = &hl_dispatch_vtable;
   op->kernel = id;
   op->desc = desc;

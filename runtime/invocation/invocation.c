@@ -346,9 +346,9 @@ hl_status_t hl_invocation_create(hl_function_t* function, hl_queue_t* queue,
                           "hl_invocation_create: NULL function or queue");
   }
   hl_invocation_t* inv = NULL;
-  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_invocation_recycler_,
-                                       hl_allocator_system(), (void**)&inv),
-                     "an invocation of '%s'", function->name);
+  HL_RETURN_IF_ERROR(
+      hl_recycler_alloc_default(&hl_invocation_recycler_, (void**)&inv),
+      "an invocation of '%s'", function->name);
   hl_allocator_t a = function->host_allocator;
   hl_status_t st = hl_fence_create(a, &inv->waits);
   if (!st) st = hl_fence_create(a, &inv->signal_fence);
@@ -604,8 +604,7 @@ static hl_status_t hl_invocation_import(hl_invocation_t* inv, bool no_alias) {
       HL_COUNT(device, async_imports);
       hl_import_token_t* token = NULL;
       HL_RETURN_IF_ERROR(
-          hl_recycler_alloc(&hl_import_token_recycler_, hl_allocator_system(),
-                            (void**)&token),
+          hl_recycler_alloc_default(&hl_import_token_recycler_, (void**)&token),
           "an import token");
       atomic_init(&token->base.ref_count, 0);
       token->base.on_last_release = hl_import_token_last_release;

@@ -171,8 +171,8 @@ hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
   hl_buffer_t* buffer = NULL;
   HL_RETURN_IF_ERROR_PLAIN(hl_root_create_async(queue, size, &buffer));
   hl_alloca_op_t* op = NULL;
-  hl_status_t st = hl_recycler_alloc(&hl_alloca_op_recycler_,
-                                     hl_allocator_system(), (void**)&op);
+  hl_status_t st =
+      hl_recycler_alloc_default(&hl_alloca_op_recycler_, (void**)&op);
   if (st) {
     hl_root_release_for_op(buffer->root);
     hl_buffer_release(buffer);
@@ -356,8 +356,8 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
   // queue order covers them (the submission would elide them anyway).
   hl_fence_t waits;
   hl_fence_init_embedded(&waits, NULL);
-  hl_status_t st = hl_recycler_alloc(&hl_dealloca_op_recycler_,
-                                     hl_allocator_system(), (void**)&op);
+  hl_status_t st =
+      hl_recycler_alloc_default(&hl_dealloca_op_recycler_, (void**)&op);
   if (!st) st = hl_fence_join(&waits, wait_fence);
   if (!st) {
     hl_semaphore_t* own = hl_queue_timeline(queue);

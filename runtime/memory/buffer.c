@@ -317,9 +317,9 @@ static hl_status_t hl_root_create_with_refs(hl_device_t* device,
                                             uint64_t size, uint64_t refs,
                                             hl_root_t** out_root) {
   hl_root_t* root = NULL;
-  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_root_recycler_,
-                                       hl_allocator_system(), (void**)&root),
-                     "a root for %llu bytes", (unsigned long long)size);
+  HL_RETURN_IF_ERROR(
+      hl_recycler_alloc_default(&hl_root_recycler_, (void**)&root),
+      "a root for %llu bytes", (unsigned long long)size);
   hl_spinlock_init(&root->lock);
   // The affinity queue (retained below, released after the fences) keeps
   // its timeline alive: its uses need no semaphore reference.

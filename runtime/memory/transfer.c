@@ -165,9 +165,9 @@ static hl_status_t hl_transfer_submit(hl_queue_t* queue,
                                       const hl_fence_t* signal_fence,
                                       const hl_transfer_op_t* proto) {
   hl_transfer_op_t* op = NULL;
-  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_transfer_op_recycler_,
-                                       hl_allocator_system(), (void**)&op),
-                     "a %s op", kTransferNames[proto->kind]);
+  HL_RETURN_IF_ERROR(
+      hl_recycler_alloc_default(&hl_transfer_op_recycler_, (void**)&op),
+      "a %s op", kTransferNames[proto->kind]);
   *op = *proto;
   op->base.vtable = &hl_transfer_vtable;
   op->queue_id = hl_queue_id(queue);

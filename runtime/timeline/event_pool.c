@@ -50,9 +50,9 @@ hl_status_t hl_shared_event_create(hl_device_t* device,
                                    hl_backend_event_t* event,
                                    hl_shared_event_t** out_shared) {
   hl_shared_event_t* shared = NULL;
-  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_shared_event_recycler_,
-                                       hl_allocator_system(), (void**)&shared),
-                     "a shared event");
+  HL_RETURN_IF_ERROR(
+      hl_recycler_alloc_default(&hl_shared_event_recycler_, (void**)&shared),
+      "a shared event");
   shared->device = device;
   shared->event = event;
   atomic_init(&shared->refs, 1);

@@ -1602,8 +1602,8 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   }
   // Out of memory is reported below, with the queue named.
   hl_submission_t* sub = NULL;
-  hl_status_ignore(hl_recycler_alloc(&hl_submission_recycler_,
-                                     hl_allocator_system(), (void**)&sub));
+  hl_status_ignore(
+      hl_recycler_alloc_default(&hl_submission_recycler_, (void**)&sub));
   hl_fence_entry_t* entries = NULL;
   if (sub && waits + signals <= HL_SUBMISSION_INLINE_ENTRIES) {
     entries = sub->inline_entries;
@@ -1772,9 +1772,9 @@ hl_status_t hl_queue_host_call(hl_queue_t* queue, const hl_fence_t* wait_fence,
                           "hl_queue_host_call: fn is NULL");
   }
   hl_host_call_op_t* op = NULL;
-  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_host_call_recycler_,
-                                       hl_allocator_system(), (void**)&op),
-                     "hl_queue_host_call");
+  HL_RETURN_IF_ERROR(
+      hl_recycler_alloc_default(&hl_host_call_recycler_, (void**)&op),
+      "hl_queue_host_call");
   op->base.vtable = &hl_host_call_vtable;
   op->fn = fn;
   op->user = user;

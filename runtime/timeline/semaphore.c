@@ -273,9 +273,9 @@ void hl_semaphore_fail_unlocked(hl_semaphore_t* s, hl_status_t status) {
 hl_status_t hl_semaphore_add_timepoint_locked(hl_semaphore_t* s, uint64_t value,
                                               hl_shared_event_t* shared) {
   hl_timepoint_t* tp = NULL;
-  HL_RETURN_IF_ERROR(hl_recycler_alloc(&hl_timepoint_recycler_,
-                                       hl_allocator_system(), (void**)&tp),
-                     "a timepoint for value %llu", (unsigned long long)value);
+  HL_RETURN_IF_ERROR(
+      hl_recycler_alloc_default(&hl_timepoint_recycler_, (void**)&tp),
+      "a timepoint for value %llu", (unsigned long long)value);
   tp->value = value;
   // The device is not retained: it drains its queues before it goes, and
   // draining reaches (and so drops) every timepoint its events back.
