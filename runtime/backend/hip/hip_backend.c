@@ -1112,8 +1112,16 @@ static hl_status_t hl_hip_pool_get_attributes_on_device(
 static hl_status_t hl_hip_pool_trim_on_device(hl_backend_t* base,
                                               uint64_t min_bytes_to_keep) {
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
-  size_t keep =
-      min_bytes_to_keep > SIZE_MAX ? SIZE_MAX : (size_t)min_bytes_to_keep;
+  // The contract counts what is in use: at most |min_bytes_to_keep| stay
+  // reserved. ROCm's hipMemPoolTrimTo keeps its argument of free memory
+  // (MemoryPool::TrimTo releases the free heap down to it) on top of the
+  // blocks in use, so it gets what the contract leaves for free blocks.
+  // (CUDA counts reserved memory, in use included: there this trims at
+  // least as far as the contract asks.)
+  uint64_t used = atomic_load(&backend->used_bytes);
+  uint64_t free_to_keep =
+      min_bytes_to_keep > used ? min_bytes_to_keep - used : 0;
+  size_t keep = free_to_keep > SIZE_MAX ? SIZE_MAX : (size_t)free_to_keep;
   return HL_HIP_RESULT_TO_STATUS(
       backend->syms, hipMemPoolTrimTo(backend->pool, keep),
       "hipMemPoolTrimTo(device %d, %zu bytes)", backend->ordinal, keep);
