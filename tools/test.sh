@@ -9,6 +9,10 @@
 #   default  build/       RelWithDebInfo, -Werror        ctest (everything)
 #   workers  build/       the same build, HIPLINE_HOST_INLINE=0: every
 #                         stream item on its worker    ctest (everything)
+#   hipline  build/       the same build, HIPLINE_ALLOCATOR=hipline: the
+#                         conformance suite and the memory and reliability
+#                         suites (not the soak) on hipline's own pool
+#                                                      ctest -L cts|memory|reliability
 #   asan     build-asan/  ASan + UBSan                   ctest (everything)
 #   tsan     build-tsan/  TSan                           ctest -L concurrency
 #   extra    tools/ci-extra.sh, when it exists (fuzzers, soak)
@@ -295,6 +299,14 @@ stage_workers() {
   run_ctest_stage workers
 }
 
+# queue_alloca is served by the driver's pool unless HIPLINE_ALLOCATOR says
+# hipline: this stage runs the suites that allocate through queue_alloca
+# again with hipline's suballocator, so both allocators pass them.
+stage_hipline() {
+  STAGE_T0=$SECONDS
+  run_ctest_stage hipline
+}
+
 stage_asan() {
   build_stage asan
   configure_asan_env
@@ -341,6 +353,7 @@ for tool in cmake ctest python3; do
 done
 stage_default
 stage_workers
+stage_hipline
 stage_asan
 stage_tsan
 stage_extra

@@ -100,9 +100,16 @@ hl_faults_t hl_faults_set(const hl_faults_t* faults) {
   return previous;
 }
 
+// Nesting depth of hl_faults_exempt_begin on this thread.
+static _Thread_local int hl_faults_exempt_;
+
+void hl_faults_exempt_begin(void) { ++hl_faults_exempt_; }
+void hl_faults_exempt_end(void) { --hl_faults_exempt_; }
+
 bool hl_faults_should_fail_alloc(void) {
   call_once(&hl_faults_once_, hl_faults_init);
-  if (HL_LIKELY(!atomic_load_explicit(&hl_faults_any_, memory_order_relaxed))) {
+  if (HL_LIKELY(!atomic_load_explicit(&hl_faults_any_, memory_order_relaxed)) ||
+      hl_faults_exempt_) {
     return false;
   }
   mtx_lock(&hl_faults_mutex_);

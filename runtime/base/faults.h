@@ -40,7 +40,13 @@ hl_faults_t hl_faults_set(const hl_faults_t* faults);
 hl_faults_t hl_faults_snapshot(void);
 
 // Decision points; each counts the faults it injects.
+// alloc_fail_every counts the allocations of the pool that serves
+// queue_alloca: the backend's (HIPLINE_ALLOCATOR=driver) or hipline's
+// suballocator, whose own slab requests to the backend are not counted
+// (they run between hl_faults_exempt_begin and _end on their thread).
 bool hl_faults_should_fail_alloc(void);
+void hl_faults_exempt_begin(void);
+void hl_faults_exempt_end(void);
 bool hl_faults_should_fail_submission(void);
 
 typedef struct hl_fault_counts_t {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/faults.h"
 #include "runtime/base/log.h"
 #include "runtime/memory/memory_internal.h"
 
@@ -71,9 +72,20 @@ hl_status_t hl_memory_pool_alloc(hl_root_t* root, hl_backend_stream_t* stream,
       return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                             "the suballocator could not be created");
     }
-    // Trims and retries once itself when out of memory.
-    return hl_suballocator_alloc(sa, root->size, stream, queue_id, timeline,
-                                 value, out_ptr, &root->suballocation);
+    // HIPLINE_FAULTS' alloc_fail_every counts allocations of the pool that
+    // serves queue_alloca, here this one (its slab requests to the backend
+    // are exempt): an injected failure is retried once, as the driver's is
+    // after its trim below. Real out of memory trims and retries inside.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (!backend->injects_faults || !hl_faults_should_fail_alloc()) {
+        return hl_suballocator_alloc(sa, root->size, stream, queue_id, timeline,
+                                     value, out_ptr, &root->suballocation);
+      }
+    }
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "suballocation of %llu bytes failed twice (injected "
+                          "by HIPLINE_FAULTS alloc_fail_every)",
+                          (unsigned long long)root->size);
   }
   hl_status_t st = backend->vtable->malloc_async(backend, (size_t)root->size,
                                                  stream, out_ptr);

@@ -42,6 +42,7 @@
 #include <string.h>
 #include <threads.h>
 
+#include "runtime/base/faults.h"
 #include "runtime/base/log.h"
 #include "runtime/base/trace.h"
 #include "runtime/timeline/timeline_internal.h"
@@ -383,8 +384,12 @@ static hl_status_t hl_sa_slab_new(hl_suballocator_t* sa, uint64_t slab_size,
                           "allocating suballocator metadata");
   }
   void* ptr = NULL;
+  // Injected allocation failures (HIPLINE_FAULTS) count suballocations, not
+  // the slabs behind them (hl_memory_pool_alloc).
+  hl_faults_exempt_begin();
   hl_status_t st = sa->backend->vtable->malloc_async(
       sa->backend, (size_t)slab_size, stream, &ptr);
+  hl_faults_exempt_end();
   if (st) {
     free(slab);
     return hl_status_annotate(st, "allocating a %llu-byte slab",
