@@ -1085,6 +1085,99 @@ static void test_empty_submission_completes_without_stream(void** state) {
   hl_device_release(device);
 }
 
+typedef struct timeline_waiter_t {
+  hl_semaphore_t* timeline;
+  uint64_t value;
+  hl_status_t status;
+  hl_time_t returned_at;
+} timeline_waiter_t;
+
+static int timeline_waiter_main(void* arg) {
+  timeline_waiter_t* w = arg;
+  w->status =
+      hl_semaphore_wait(w->timeline, w->value, hl_deadline_after(5000 * MS));
+  w->returned_at = hl_time_now();
+  return 0;
+}
+
+typedef struct idle_waiter_t {
+  hl_queue_t* queue;
+  hl_status_t status;
+  hl_time_t returned_at;
+} idle_waiter_t;
+
+static int idle_waiter_main(void* arg) {
+  idle_waiter_t* w = arg;
+  w->status = hl_queue_wait_idle(w->queue, hl_deadline_after(5000 * MS));
+  w->returned_at = hl_time_now();
+  return 0;
+}
+
+// A publish wakes threads blocked on the queue's timeline and on its done
+// value (wait_idle): both are signalled with one barrier before the waiter
+// counts are read, and a waiter that registered after its look at the value
+// must still be woken. The gate holds the stream long past the waits' spin,
+// so both are asleep on their condition variables when it opens; a missed
+// wake-up would hold them to their 5 s deadline.
+static void test_blocked_waiters_wake_on_publish(void** state) {
+  (void)state;
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* q = queue_create(device);
+  // A parked barrier, released by a host signal 30 ms in: it completes at
+  // once on the signalling thread (a quiet queue) while both waiters sleep.
+  for (uint64_t round = 1; round <= 3; ++round) {
+    hl_semaphore_t* s = sem_create(0);
+    barrier(q, FENCE1(s, 1), NULL);
+    timeline_waiter_t w = {hl_queue_timeline(q), hl_queue_submitted_value(q),
+                           NULL, 0};
+    thrd_t thread;
+    assert_int_equal(thrd_create(&thread, timeline_waiter_main, &w),
+                     thrd_success);
+    idle_waiter_t idle = {q, NULL, 0};
+    thrd_t idle_thread;
+    assert_int_equal(thrd_create(&idle_thread, idle_waiter_main, &idle),
+                     thrd_success);
+    hl_test_sleep_ms(30);
+    hl_time_t signalled = hl_time_now();
+    HL_ASSERT_OK(hl_semaphore_signal(s, 1));
+    assert_int_equal(thrd_join(thread, NULL), thrd_success);
+    assert_int_equal(thrd_join(idle_thread, NULL), thrd_success);
+    HL_ASSERT_OK(w.status);
+    HL_ASSERT_OK(idle.status);
+    assert_true(w.returned_at - signalled < 2000 * MS);
+    assert_true(idle.returned_at - signalled < 2000 * MS);
+    hl_semaphore_release(s);
+  }
+  // The same behind a gate that holds the stream (the stream's worker
+  // publishes).
+  for (int round = 0; round < 3; ++round) {
+    gate_t gate;
+    atomic_init(&gate.open, false);
+    atomic_init(&gate.runs, 0);
+    HL_ASSERT_OK(hl_queue_host_call(q, NULL, NULL, gate_fn, &gate));
+    timeline_waiter_t w = {hl_queue_timeline(q), hl_queue_submitted_value(q),
+                           NULL, 0};
+    thrd_t thread;
+    assert_int_equal(thrd_create(&thread, timeline_waiter_main, &w),
+                     thrd_success);
+    hl_test_sleep_ms(30);  // The timeline's waiter is asleep by now.
+    // The gate looks every millisecond: wait_idle, called right after it
+    // opens, is asleep too when the host call finishes and publishes.
+    atomic_store(&gate.open, true);
+    hl_time_t opened = hl_time_now();
+    HL_ASSERT_OK(hl_queue_wait_idle(q, hl_deadline_after(5000 * MS)));
+    hl_time_t idle_at = hl_time_now();
+    assert_int_equal(thrd_join(thread, NULL), thrd_success);
+    HL_ASSERT_OK(w.status);
+    // Woken by the publish, not by a deadline.
+    assert_true(idle_at - opened < 2000 * MS);
+    assert_true(w.returned_at - opened < 2000 * MS);
+  }
+  hl_queue_release(q);
+  hl_device_release(device);
+}
+
 // A signal of a plain semaphore takes no lock when nobody waits and no
 // timepoint is attached. It can land while another queue's issuer attaches
 // a device timepoint for a lower value under the semaphore's lock, between
@@ -1240,6 +1333,7 @@ static void test_timepoint_list_order_and_search(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wait_before_signal),
+      cmocka_unit_test(test_blocked_waiters_wake_on_publish),
       cmocka_unit_test(test_fan_out_fan_in),
       cmocka_unit_test(test_park_released_by_host_and_timeline),
       cmocka_unit_test(test_wait_elision),
