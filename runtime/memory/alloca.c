@@ -46,8 +46,9 @@ static void hl_alloca_on_submit(hl_op_t* base, hl_queue_t* queue,
                                 uint64_t value) {
   hl_alloca_op_t* op = (hl_alloca_op_t*)base;
   op->value = value;
-  // The alloca counts as the first write: a dealloca waits for it too.
-  hl_root_record_use(op->root, queue, value, true);
+  // The alloca counts as the first write: a dealloca waits for it too. The
+  // buffer is not returned yet, so nobody else reads the root's fences.
+  hl_root_record_first_use(op->root, queue, value);
 }
 
 // Allocates from the pool on |op->stream|; out of memory trims the pool and

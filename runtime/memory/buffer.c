@@ -463,10 +463,11 @@ static void hl_root_last_release(hl_root_t* root) {
   hl_root_destroy(root);
 }
 
-void hl_root_record_use(hl_root_t* root, hl_queue_t* queue, uint64_t value,
-                        bool write) {
+// hl_root_record_use with |root|'s lock held, or on a root nobody else can
+// reach yet.
+static void hl_root_record_use_locked(hl_root_t* root, hl_queue_t* queue,
+                                      uint64_t value, bool write) {
   hl_semaphore_t* timeline = hl_queue_timeline(queue);
-  hl_spinlock_lock(&root->lock);
   if (hl_fence_count(root->use_fence) >= 8)
     hl_fence_prune_reached(root->use_fence);
   hl_status_t st = hl_fence_insert(root->use_fence, timeline, value);
@@ -479,13 +480,24 @@ void hl_root_record_use(hl_root_t* root, hl_queue_t* queue, uint64_t value,
       hl_fence_prune_reached(root->mutation_barrier);
     st = hl_fence_insert(root->mutation_barrier, timeline, value);
   }
-  hl_spinlock_unlock(&root->lock);
   if (st) {
     // A lost use would let a dealloca run early: make it loud.
     HL_LOG_ERROR("root %llu: recording a use failed: %s",
                  (unsigned long long)root->id, hl_status_message(st));
     hl_status_free(st);
   }
+}
+
+void hl_root_record_use(hl_root_t* root, hl_queue_t* queue, uint64_t value,
+                        bool write) {
+  hl_spinlock_lock(&root->lock);
+  hl_root_record_use_locked(root, queue, value, write);
+  hl_spinlock_unlock(&root->lock);
+}
+
+void hl_root_record_first_use(hl_root_t* root, hl_queue_t* queue,
+                              uint64_t value) {
+  hl_root_record_use_locked(root, queue, value, true);
 }
 
 hl_status_t hl_root_check_live(hl_root_t* root, const char* what) {

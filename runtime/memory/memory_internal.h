@@ -118,6 +118,12 @@ hl_status_t hl_buffer_create_view(hl_root_t* root, uint64_t offset,
 
 // Records a use of |root| at |queue|@|value| in its timeline resource;
 // |write| also moves the mutation barrier there.
+// hl_root_record_first_use: the alloca's write, recorded while the root is
+// reachable only through its alloca (its buffer not yet returned), so
+// without the root's lock; whoever gets the buffer later is ordered after
+// it by whatever handed the buffer over.
+void hl_root_record_first_use(hl_root_t* root, hl_queue_t* queue,
+                              uint64_t value);
 void hl_root_record_use(hl_root_t* root, hl_queue_t* queue, uint64_t value,
                         bool write);
 
