@@ -57,6 +57,15 @@ static atomic_uint_least64_t hl_alloc_counter_, hl_submission_counter_;
 static atomic_uint_least64_t hl_allocs_failed_, hl_submissions_failed_,
     hl_delays_;
 static atomic_bool hl_faults_any_;
+atomic_int hl_faults_state_;
+
+// Publishes whether anything is injected (|hl_faults_mutex_| held, or once).
+static void hl_faults_publish_any(const hl_faults_t* f) {
+  bool any = f->alloc_fail_every || f->stream_delay_us || f->fail_submission ||
+             f->fail_submission_every;
+  atomic_store(&hl_faults_any_, any);
+  atomic_store(&hl_faults_state_, any ? 2 : 1);
+}
 
 static void hl_faults_init(void) {
   mtx_init(&hl_faults_mutex_, mtx_plain);
@@ -68,9 +77,7 @@ static void hl_faults_init(void) {
     memset(&f, 0, sizeof(f));
   }
   hl_faults_ = f;
-  atomic_store(&hl_faults_any_, f.alloc_fail_every || f.stream_delay_us ||
-                                    f.fail_submission ||
-                                    f.fail_submission_every);
+  hl_faults_publish_any(&f);
 }
 
 hl_faults_t hl_faults_snapshot(void) {
@@ -92,10 +99,7 @@ hl_faults_t hl_faults_set(const hl_faults_t* faults) {
   }
   atomic_store(&hl_alloc_counter_, 0);
   atomic_store(&hl_submission_counter_, 0);
-  atomic_store(&hl_faults_any_, hl_faults_.alloc_fail_every ||
-                                    hl_faults_.stream_delay_us ||
-                                    hl_faults_.fail_submission ||
-                                    hl_faults_.fail_submission_every);
+  hl_faults_publish_any(&hl_faults_);
   mtx_unlock(&hl_faults_mutex_);
   return previous;
 }
@@ -106,7 +110,7 @@ static _Thread_local int hl_faults_exempt_;
 void hl_faults_exempt_begin(void) { ++hl_faults_exempt_; }
 void hl_faults_exempt_end(void) { --hl_faults_exempt_; }
 
-bool hl_faults_should_fail_alloc(void) {
+bool hl_faults_should_fail_alloc_configured(void) {
   call_once(&hl_faults_once_, hl_faults_init);
   if (HL_LIKELY(!atomic_load_explicit(&hl_faults_any_, memory_order_relaxed)) ||
       hl_faults_exempt_) {
@@ -122,7 +126,7 @@ bool hl_faults_should_fail_alloc(void) {
   return true;
 }
 
-bool hl_faults_should_fail_submission(void) {
+bool hl_faults_should_fail_submission_configured(void) {
   call_once(&hl_faults_once_, hl_faults_init);
   if (HL_LIKELY(!atomic_load_explicit(&hl_faults_any_, memory_order_relaxed))) {
     return false;

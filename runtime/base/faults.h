@@ -12,6 +12,7 @@
 #ifndef HIPLINE_RUNTIME_BASE_FAULTS_H_
 #define HIPLINE_RUNTIME_BASE_FAULTS_H_
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -44,10 +45,27 @@ hl_faults_t hl_faults_snapshot(void);
 // queue_alloca: the backend's (HIPLINE_ALLOCATOR=driver) or hipline's
 // suballocator, whose own slab requests to the backend are not counted
 // (they run between hl_faults_exempt_begin and _end on their thread).
-bool hl_faults_should_fail_alloc(void);
+// (Inline: every submission asks. 0: HIPLINE_FAULTS not read yet; 1:
+// nothing is injected; 2: something is.)
+extern atomic_int hl_faults_state_;
+bool hl_faults_should_fail_alloc_configured(void);
+bool hl_faults_should_fail_submission_configured(void);
+static inline bool hl_faults_should_fail_alloc(void) {
+  if (HL_LIKELY(atomic_load_explicit(&hl_faults_state_, memory_order_relaxed) ==
+                1)) {
+    return false;
+  }
+  return hl_faults_should_fail_alloc_configured();
+}
 void hl_faults_exempt_begin(void);
 void hl_faults_exempt_end(void);
-bool hl_faults_should_fail_submission(void);
+static inline bool hl_faults_should_fail_submission(void) {
+  if (HL_LIKELY(atomic_load_explicit(&hl_faults_state_, memory_order_relaxed) ==
+                1)) {
+    return false;
+  }
+  return hl_faults_should_fail_submission_configured();
+}
 
 typedef struct hl_fault_counts_t {
   uint64_t allocs_failed;

@@ -25,7 +25,7 @@ typedef struct hl_trace_event_t {
   int64_t value;
 } hl_trace_event_t;
 
-static atomic_bool hl_trace_active_;
+atomic_bool hl_trace_active_;
 static once_flag hl_trace_once_ = ONCE_FLAG_INIT;
 static mtx_t hl_trace_mutex_;
 // The event array grows by doubling up to |hl_trace_max_| events; events
@@ -39,10 +39,6 @@ static atomic_uint hl_trace_next_tid_ = 1;
 static _Thread_local uint32_t hl_trace_tid_;
 
 static void hl_trace_init(void) { mtx_init(&hl_trace_mutex_, mtx_plain); }
-
-bool hl_trace_is_active(void) {
-  return atomic_load_explicit(&hl_trace_active_, memory_order_relaxed);
-}
 
 static void hl_trace_record(const hl_trace_event_t* ev) {
   call_once(&hl_trace_once_, hl_trace_init);
@@ -75,16 +71,14 @@ static uint32_t hl_trace_tid(void) {
   return hl_trace_tid_;
 }
 
-hl_trace_zone_t hl_trace_zone_begin(const char* name) {
-  hl_trace_zone_t zone = {NULL, 0};
-  if (!hl_trace_is_active()) return zone;
+hl_trace_zone_t hl_trace_zone_begin_recording(const char* name) {
+  hl_trace_zone_t zone;
   zone.name = name;
   zone.begin_ns = hl_time_now();
   return zone;
 }
 
-void hl_trace_zone_end(hl_trace_zone_t zone) {
-  if (!zone.name) return;
+void hl_trace_zone_end_recording(hl_trace_zone_t zone) {
   hl_trace_event_t ev = {zone.name,
                          HL_TRACE_ZONE,
                          hl_trace_tid(),
@@ -94,16 +88,14 @@ void hl_trace_zone_end(hl_trace_zone_t zone) {
   hl_trace_record(&ev);
 }
 
-void hl_trace_instant(const char* name, uint64_t arg) {
-  if (!hl_trace_is_active()) return;
+void hl_trace_instant_recording(const char* name, uint64_t arg) {
   hl_trace_event_t ev = {
       name, HL_TRACE_INSTANT_EV, hl_trace_tid(), hl_time_now(),
       0,    (int64_t)arg};
   hl_trace_record(&ev);
 }
 
-void hl_trace_counter(const char* name, int64_t value) {
-  if (!hl_trace_is_active()) return;
+void hl_trace_counter_recording(const char* name, int64_t value) {
   hl_trace_event_t ev = {
       name, HL_TRACE_COUNTER_EV, hl_trace_tid(), hl_time_now(), 0, value};
   hl_trace_record(&ev);
