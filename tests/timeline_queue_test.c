@@ -1085,6 +1085,33 @@ static void test_empty_submission_completes_without_stream(void** state) {
   hl_device_release(device);
 }
 
+// A wait on a semaphore that failed fails the submission even when the
+// value it waits for was reached before the failure, on a quiet queue too
+// (where an empty submission completes without the pump).
+static void test_reached_wait_on_failed_semaphore_fails(void** state) {
+  (void)state;
+  hl_device_t* device = NULL;
+  hl_test_host_device(&device);
+  hl_queue_t* q = queue_create(device);
+  hl_semaphore_t* s = sem_create(0);
+  HL_ASSERT_OK(hl_semaphore_signal(s, 5));
+  HL_ASSERT_OK(hl_semaphore_fail(
+      s, HL_MAKE_STATUS(HL_STATUS_ABORTED, "producer failed")));
+  hl_semaphore_t* x = sem_create(0);
+  barrier(q, FENCE1(s, 3), FENCE1(x, 1));
+  hl_status_t st = hl_semaphore_wait(x, 1, LONG_DEADLINE());
+  assert_int_equal(hl_status_code(st), HL_STATUS_ABORTED);
+  hl_status_free(st);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
+  hl_queue_stats_t stats;
+  hl_queue_stats(q, &stats);
+  assert_int_equal(stats.failed, 1);
+  hl_semaphore_release(x);
+  hl_semaphore_release(s);
+  hl_queue_release(q);
+  hl_device_release(device);
+}
+
 typedef struct timeline_waiter_t {
   hl_semaphore_t* timeline;
   uint64_t value;
@@ -1334,6 +1361,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wait_before_signal),
       cmocka_unit_test(test_blocked_waiters_wake_on_publish),
+      cmocka_unit_test(test_reached_wait_on_failed_semaphore_fails),
       cmocka_unit_test(test_fan_out_fan_in),
       cmocka_unit_test(test_park_released_by_host_and_timeline),
       cmocka_unit_test(test_wait_elision),
