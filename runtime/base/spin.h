@@ -40,12 +40,14 @@ void hl_mutex_lock(mtx_t* mutex);
 typedef bool (*hl_spin_ready_fn_t)(const void* arg);
 bool hl_spin_until(hl_spin_ready_fn_t ready, const void* arg);
 
-// A lock for critical sections of a few dozen instructions that never wait:
-// no condition variable, no backend call, no lock of another layer taken
-// while it is held. Taking it is one atomic exchange and giving it back a
-// plain release store; a C11 mtx_t costs a second locked instruction (its
-// unlock) and about sixty more instructions a pair, which on the
-// alloca+dealloca path was a quarter of the time (README, "Spin locks").
+// A lock for short critical sections that never wait for other work: no
+// condition variable, no backend call that can wait for a stream, nothing
+// that takes a lock whose holder could be waiting for this one. (Leaf locks
+// and the C library's allocator are fine.) Taking it is one atomic exchange
+// and giving it back a plain release store; a C11 mtx_t costs a second
+// locked instruction (its unlock) and about sixty more instructions per
+// acquisition, which on the alloca+dealloca path was a quarter of the time
+// (README, "Spin locks").
 // A waiter spins, then yields its core (a holder that was preempted gets it
 // back); it never sleeps in the kernel. All-zero memory is an unlocked lock.
 typedef struct hl_spinlock_t {
