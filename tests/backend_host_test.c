@@ -825,6 +825,15 @@ static void inline_env_restore(char* previous) {
   free(previous);
 }
 
+// A host backend with inline runtime work on, whatever HIPLINE_HOST_INLINE
+// says (the workers CI stage turns it off for everything else).
+static test_backend_t backend_create_inline(void) {
+  char* env = inline_env_force_on();
+  test_backend_t t = backend_create();
+  inline_env_restore(env);
+  return t;
+}
+
 typedef struct inline_probe_t {
   thrd_t thread;
   atomic_int ran;
@@ -858,9 +867,7 @@ static void nested_fn(void* user) {
 // stream both wait their turn; an item pushed while runtime work runs
 // inline runs after it.
 static void test_runtime_func_inline_when_idle(void** state) {
-  char* env = inline_env_force_on();
-  test_backend_t t = backend_create();
-  inline_env_restore(env);
+  test_backend_t t = backend_create_inline();
   hl_backend_stream_t* s = stream_create(&t);
   assert_non_null(t.v->launch_runtime_func);
 
@@ -965,9 +972,7 @@ static int claim_pusher_main(void* arg) {
 }
 
 static void test_stream_claim_keeps_stream_order(void** state) {
-  char* env = inline_env_force_on();
-  test_backend_t t = backend_create();
-  inline_env_restore(env);
+  test_backend_t t = backend_create_inline();
   hl_backend_stream_t* s = stream_create(&t);
   assert_non_null(t.v->stream_claim);
   claim_order_t order;
@@ -1169,9 +1174,7 @@ static int inline_alloc_main(void* arg) {
 }
 
 static void test_runtime_func_never_waits_on_other_streams(void** state) {
-  char* env = inline_env_force_on();
-  test_backend_t t = backend_create();
-  inline_env_restore(env);
+  test_backend_t t = backend_create_inline();
   set_reuse_flags(&t, HL_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES);
   hl_backend_stream_t* a = stream_create(&t);
   hl_backend_stream_t* b = stream_create(&t);

@@ -1087,7 +1087,8 @@ static void test_empty_submission_completes_without_stream(void** state) {
 
 // A wait on a semaphore that failed fails the submission even when the
 // value it waits for was reached before the failure, on a quiet queue too
-// (where an empty submission completes without the pump).
+// (where an empty submission completes without the pump), and the failure
+// says which submission waited on it.
 static void test_reached_wait_on_failed_semaphore_fails(void** state) {
   (void)state;
   hl_device_t* device = NULL;
@@ -1101,6 +1102,9 @@ static void test_reached_wait_on_failed_semaphore_fails(void** state) {
   barrier(q, FENCE1(s, 3), FENCE1(x, 1));
   hl_status_t st = hl_semaphore_wait(x, 1, LONG_DEADLINE());
   assert_int_equal(hl_status_code(st), HL_STATUS_ABORTED);
+  // Named as the pump names it: which submission waited on a failed one.
+  assert_non_null(
+      strstr(hl_status_message(st), "waited on a failed semaphore"));
   hl_status_free(st);
   HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
   hl_queue_stats_t stats;

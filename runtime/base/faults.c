@@ -56,15 +56,18 @@ static hl_faults_t hl_faults_;
 static atomic_uint_least64_t hl_alloc_counter_, hl_submission_counter_;
 static atomic_uint_least64_t hl_allocs_failed_, hl_submissions_failed_,
     hl_delays_;
-static atomic_bool hl_faults_any_;
 atomic_int hl_faults_state_;
 
 // Publishes whether anything is injected (|hl_faults_mutex_| held, or once).
 static void hl_faults_publish_any(const hl_faults_t* f) {
   bool any = f->alloc_fail_every || f->stream_delay_us || f->fail_submission ||
              f->fail_submission_every;
-  atomic_store(&hl_faults_any_, any);
-  atomic_store(&hl_faults_state_, any ? 2 : 1);
+  atomic_store(&hl_faults_state_, any ? HL_FAULTS_ACTIVE : HL_FAULTS_NONE);
+}
+
+static bool hl_faults_active(void) {
+  return atomic_load_explicit(&hl_faults_state_, memory_order_relaxed) ==
+         HL_FAULTS_ACTIVE;
 }
 
 static void hl_faults_init(void) {
@@ -112,8 +115,7 @@ void hl_faults_exempt_end(void) { --hl_faults_exempt_; }
 
 bool hl_faults_should_fail_alloc_configured(void) {
   call_once(&hl_faults_once_, hl_faults_init);
-  if (HL_LIKELY(!atomic_load_explicit(&hl_faults_any_, memory_order_relaxed)) ||
-      hl_faults_exempt_) {
+  if (HL_LIKELY(!hl_faults_active()) || hl_faults_exempt_) {
     return false;
   }
   mtx_lock(&hl_faults_mutex_);
@@ -128,7 +130,7 @@ bool hl_faults_should_fail_alloc_configured(void) {
 
 bool hl_faults_should_fail_submission_configured(void) {
   call_once(&hl_faults_once_, hl_faults_init);
-  if (HL_LIKELY(!atomic_load_explicit(&hl_faults_any_, memory_order_relaxed))) {
+  if (HL_LIKELY(!hl_faults_active())) {
     return false;
   }
   mtx_lock(&hl_faults_mutex_);

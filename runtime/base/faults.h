@@ -45,27 +45,25 @@ hl_faults_t hl_faults_snapshot(void);
 // queue_alloca: the backend's (HIPLINE_ALLOCATOR=driver) or hipline's
 // suballocator, whose own slab requests to the backend are not counted
 // (they run between hl_faults_exempt_begin and _end on their thread).
-// (Inline: every submission asks. 0: HIPLINE_FAULTS not read yet; 1:
-// nothing is injected; 2: something is.)
+// (Inline: every submission asks.)
+enum { HL_FAULTS_UNREAD = 0, HL_FAULTS_NONE = 1, HL_FAULTS_ACTIVE = 2 };
 extern atomic_int hl_faults_state_;
+// Whether nothing is injected, known without reading HIPLINE_FAULTS again.
+static inline bool hl_faults_none(void) {
+  return HL_LIKELY(
+      atomic_load_explicit(&hl_faults_state_, memory_order_relaxed) ==
+      HL_FAULTS_NONE);
+}
 bool hl_faults_should_fail_alloc_configured(void);
 bool hl_faults_should_fail_submission_configured(void);
 static inline bool hl_faults_should_fail_alloc(void) {
-  if (HL_LIKELY(atomic_load_explicit(&hl_faults_state_, memory_order_relaxed) ==
-                1)) {
-    return false;
-  }
-  return hl_faults_should_fail_alloc_configured();
+  return !hl_faults_none() && hl_faults_should_fail_alloc_configured();
+}
+static inline bool hl_faults_should_fail_submission(void) {
+  return !hl_faults_none() && hl_faults_should_fail_submission_configured();
 }
 void hl_faults_exempt_begin(void);
 void hl_faults_exempt_end(void);
-static inline bool hl_faults_should_fail_submission(void) {
-  if (HL_LIKELY(atomic_load_explicit(&hl_faults_state_, memory_order_relaxed) ==
-                1)) {
-    return false;
-  }
-  return hl_faults_should_fail_submission_configured();
-}
 
 typedef struct hl_fault_counts_t {
   uint64_t allocs_failed;

@@ -142,13 +142,20 @@ static __attribute__((noinline)) hl_recycler_cache_t* hl_recycler_cache_slow(
 // objects of a thread that exits must not be lost). Every allocation and
 // free asks: the common case (a slot, a registered thread) is a few
 // instructions here, the rest is out of line.
-static inline hl_recycler_cache_t* hl_recycler_cache(hl_recycler_t* r) {
+// This thread's cache for |r| when the common case holds (|r| has a slot and
+// this thread is registered), else NULL: no call, no side effect.
+static inline hl_recycler_cache_t* hl_recycler_cache_ready(hl_recycler_t* r) {
   int slot = atomic_load_explicit(&r->slot, memory_order_acquire);
   // Registered implies the exit hook exists.
   if (HL_LIKELY(slot > 0 && hl_recycler_thread_registered_)) {
     return &hl_recycler_caches_[slot - 1];
   }
-  return hl_recycler_cache_slow(r);
+  return NULL;
+}
+
+static inline hl_recycler_cache_t* hl_recycler_cache(hl_recycler_t* r) {
+  hl_recycler_cache_t* c = hl_recycler_cache_ready(r);
+  return HL_LIKELY(c) ? c : hl_recycler_cache_slow(r);
 }
 
 // hl_recycler_alloc past a hit in this thread's cache.
@@ -190,10 +197,9 @@ hl_status_t hl_recycler_alloc(hl_recycler_t* r, hl_allocator_t allocator,
                               void** out_object) {
   // The common case, a hit in this thread's cache, in a few instructions
   // (every operation allocates several objects); the rest is out of line.
-  int slot = atomic_load_explicit(&r->slot, memory_order_acquire);
-  if (HL_LIKELY(slot > 0 && hl_recycler_thread_registered_ &&
-                hl_recyclable(allocator))) {
-    hl_recycler_cache_t* c = &hl_recycler_caches_[slot - 1];
+  hl_recycler_cache_t* c =
+      hl_recyclable(allocator) ? hl_recycler_cache_ready(r) : NULL;
+  if (HL_LIKELY(c)) {
     hl_recycled_t* h = c->head;
     if (HL_LIKELY(h)) {
       c->head = h->next;
@@ -238,15 +244,12 @@ static __attribute__((noinline)) void hl_recycler_free_slow(hl_recycler_t* r,
 void hl_recycler_free(hl_recycler_t* r, void* object) {
   if (!object) return;
   hl_recycled_t* h = (hl_recycled_t*)object - 1;
-  int slot = atomic_load_explicit(&r->slot, memory_order_acquire);
-  if (HL_LIKELY(slot > 0 && hl_recycler_thread_registered_ && h->recyclable)) {
-    hl_recycler_cache_t* c = &hl_recycler_caches_[slot - 1];
-    if (HL_LIKELY(c->count + 1 < HL_RECYCLER_CACHE)) {
-      h->next = c->head;
-      c->head = h;
-      ++c->count;
-      return;
-    }
+  hl_recycler_cache_t* c = h->recyclable ? hl_recycler_cache_ready(r) : NULL;
+  if (HL_LIKELY(c && c->count + 1 < HL_RECYCLER_CACHE)) {
+    h->next = c->head;
+    c->head = h;
+    ++c->count;
+    return;
   }
   hl_recycler_free_slow(r, h);
 }

@@ -73,8 +73,8 @@ hl_status_t hl_memory_state(hl_device_t* device,
       free(state);
       state = NULL;
     }
-    if (state) hl_spinlock_init(&state->stats_lock);
     if (state) {
+      hl_spinlock_init(&state->stats_lock);
       hl_device_extension_install(device, HL_DEVICE_EXTENSION_MEMORY, state,
                                   hl_memory_state_destroy);
     }
@@ -310,12 +310,10 @@ static hl_recycler_t hl_buffer_recycler_ =
 // A root with |refs| references (see hl_root_t.refs) on its first
 // atomic: callers that hand them straight to a buffer and an operation pay
 // no read-modify-write for them.
-static hl_status_t hl_root_create_with_refs(hl_device_t* device,
-                                            hl_queue_t* affinity,
-                                            hl_root_memory_t memory,
-                                            hl_buffer_origin_t origin,
-                                            uint64_t size, uint64_t refs,
-                                            hl_root_t** out_root) {
+static hl_status_t hl_root_create(hl_device_t* device, hl_queue_t* affinity,
+                                  hl_root_memory_t memory,
+                                  hl_buffer_origin_t origin, uint64_t size,
+                                  uint64_t refs, hl_root_t** out_root) {
   hl_root_t* root = NULL;
   HL_RETURN_IF_ERROR(
       hl_recycler_alloc_default(&hl_root_recycler_, (void**)&root),
@@ -346,14 +344,6 @@ static hl_status_t hl_root_create_with_refs(hl_device_t* device,
   atomic_init(&root->fallback_started, false);
   *out_root = root;
   return NULL;
-}
-
-static hl_status_t hl_root_create(hl_device_t* device, hl_queue_t* affinity,
-                                  hl_root_memory_t memory,
-                                  hl_buffer_origin_t origin, uint64_t size,
-                                  hl_root_t** out_root) {
-  return hl_root_create_with_refs(device, affinity, memory, origin, size, 1,
-                                  out_root);
 }
 
 #define HL_ROOT_OP_REF ((UINT64_C(1) << 32) + 1)
@@ -1262,7 +1252,7 @@ hl_status_t hl_buffer_wrap(hl_device_t* device, void* device_ptr, uint64_t size,
   // External memory has no queue affinity: it is never freed on a stream.
   hl_root_t* root = NULL;
   HL_RETURN_IF_ERROR_PLAIN(hl_root_create(device, NULL, HL_ROOT_MEMORY_EXTERNAL,
-                                          HL_BUFFER_ORIGIN_EXTERNAL, size,
+                                          HL_BUFFER_ORIGIN_EXTERNAL, size, 1,
                                           &root));
   atomic_store(&root->ptr, device_ptr);
   atomic_store(&root->state, HL_ROOT_LIVE);
@@ -1393,9 +1383,9 @@ hl_status_t hl_root_create_async(hl_queue_t* queue, uint64_t size,
                                  hl_buffer_t** out_buffer) {
   // One reference for the buffer, one operation reference for the alloca.
   hl_root_t* root = NULL;
-  HL_RETURN_IF_ERROR_PLAIN(hl_root_create_with_refs(
-      hl_queue_device(queue), queue, HL_ROOT_MEMORY_POOL,
-      HL_BUFFER_ORIGIN_ASYNC, size, 1 + HL_ROOT_OP_REF, &root));
+  HL_RETURN_IF_ERROR_PLAIN(
+      hl_root_create(hl_queue_device(queue), queue, HL_ROOT_MEMORY_POOL,
+                     HL_BUFFER_ORIGIN_ASYNC, size, 1 + HL_ROOT_OP_REF, &root));
   hl_status_t st =
       hl_buffer_create_view_adopting(root, 0, size, NULL, out_buffer);
   if (st) hl_root_destroy(root);  // Nobody else has seen it.

@@ -477,8 +477,7 @@ static hl_sa_slab_t* hl_sa_detach_empty_locked(hl_suballocator_t* sa,
       // work in stream order. A slab still awaiting another queue's free
       // stays.
       bool own_queue = stream && b->free_queue == queue_id;
-      bool on_stream = own_queue && !sa->backend->stream_ordered_host_work;
-      if (on_stream || own_queue || b->free_queue == HL_SUBALLOC_NO_QUEUE) {
+      if (own_queue || b->free_queue == HL_SUBALLOC_NO_QUEUE) {
         hl_sa_bin_remove(sa, b);
         if (slab->prev) {
           slab->prev->next = slab->next;
@@ -489,7 +488,8 @@ static hl_sa_slab_t* hl_sa_detach_empty_locked(hl_suballocator_t* sa,
         --sa->stats.slabs;
         sa->pool_bytes[slab->pool] -= slab->size;
         sa->stats.slab_bytes -= slab->size;
-        slab->release_on_own = !on_stream;
+        slab->release_on_own =
+            !own_queue || sa->backend->stream_ordered_host_work;
         slab->prev = NULL;
         slab->next = detached;
         detached = slab;
@@ -727,7 +727,8 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
   hl_sa_release_and_trim_pool(sa, empty, stream, false);
   hl_sa_slab_t* slab = NULL;
   hl_status_t st = hl_sa_slab_new(sa, slab_size, stream, &slab);
-  if (st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) {
+  bool retried = st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED;
+  if (retried) {
     // Out of memory: give back whole free slabs, then retry once with a
     // slab of exactly the request's size (the last bytes of the device).
     hl_status_free(st);
@@ -739,13 +740,16 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
   }
   mtx_lock(&sa->mutex);
   if (st) {
-    st = hl_status_annotate(
-        st,
-        "suballocation of %llu bytes on queue %u after trim and retry "
-        "(slabs %llu holding %llu bytes, %llu in use)",
-        (unsigned long long)size, queue_id, (unsigned long long)sa->stats.slabs,
-        (unsigned long long)sa->stats.slab_bytes,
-        (unsigned long long)sa->stats.used_bytes);
+    if (retried) {
+      st = hl_status_annotate(
+          st,
+          "suballocation of %llu bytes on queue %u after trim and retry "
+          "(slabs %llu holding %llu bytes, %llu in use)",
+          (unsigned long long)size, queue_id,
+          (unsigned long long)sa->stats.slabs,
+          (unsigned long long)sa->stats.slab_bytes,
+          (unsigned long long)sa->stats.used_bytes);
+    }
     hl_sa_block_recycle(sa, first);
     hl_sa_block_recycle(sa, spare);
     mtx_unlock(&sa->mutex);

@@ -11,6 +11,7 @@ totals per iteration and the functions that execute them.
 """
 import bisect
 import collections
+import signal
 import subprocess
 import sys
 
@@ -81,4 +82,5 @@ def main():
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends it quietly.
     main()
