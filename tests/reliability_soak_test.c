@@ -193,6 +193,7 @@ static void test_soak(void** state) {
   memset(trace, 0, sizeof(trace));  // Touched now, not during the run.
   size_t trace_count = 0, sample_count = 0;
   uint64_t rss1 = 0, rss2 = 0, res1 = 0, res2 = 0;
+  bool slabs_seen = false;  // Reserved grows by slabs (the suballocator).
   hl_time_t start = hl_time_now();
   hl_time_t end = start + (hl_time_t)(seconds * 1e9);
   hl_time_t next_sample = start;
@@ -260,6 +261,7 @@ static void test_soak(void** state) {
       hl_memory_stats_t ms = hl_test_memory_stats(s.device);
       sample_t sample = {(double)(now - start) / 1e9, rel_rss_bytes(),
                          ms.bytes_reserved, heap_in_use()};
+      slabs_seen |= ms.pool_slabs > 0;
       bool second = sample.t >= seconds / 2;
       uint64_t* rss = second ? &rss2 : &rss1;
       uint64_t* res = second ? &res2 : &res1;
@@ -340,9 +342,19 @@ static void test_soak(void** state) {
   // Reserved bytes are sampled every 50 ms, so each half's peak is the
   // largest of its samples: one block more or less in flight at a sample is
   // timing, not growth (seen in CI's ASan stage: 24,576 -> 28,672 bytes,
-  // with 28,672 in both halves on other runs). Growth beyond 5% and one
-  // block fails.
-  assert_true(res2 <= res1 + res1 / 20 + BYTES);
+  // with 28,672 in both halves on other runs). With hipline's suballocator
+  // that one block can take one more slab, the pool's growth step: a
+  // quarter of what it holds as a power of two, at least 8 KiB (seen with
+  // HIPLINE_ALLOCATOR=hipline: 32,768 -> 40,960 bytes in 2 of 8 four-second
+  // runs, and 40,960 flat for the whole of a 40-second run). Growth beyond
+  // 5% and one growth step fails: a creep takes more than one.
+  uint64_t step = BYTES;
+  if (slabs_seen) {
+    uint64_t quarter = 8192;
+    while (quarter < res1 / 4) quarter *= 2;
+    step = quarter;
+  }
+  assert_true(res2 <= res1 + res1 / 20 + step);
   // ASan's quarantine and shadow grow on their own; RSS is checked only in
   // plain builds. The second half's peak may be at most 5% above the first
   // half's; growth under 256 KiB is allocator noise at this size and passes.

@@ -11,7 +11,7 @@
 #                         stream item on its worker    ctest (everything)
 #   hipline  build/       the same build, HIPLINE_ALLOCATOR=hipline: the
 #                         conformance suite and the memory and reliability
-#                         suites (not the soak) on hipline's own pool
+#                         suites (the soak too) on hipline's own pool
 #                                                      ctest -L cts|memory|reliability
 #   asan     build-asan/  ASan + UBSan                   ctest (everything)
 #   tsan     build-tsan/  TSan                           ctest -L concurrency
