@@ -103,7 +103,7 @@ struct hl_queue_t {
   hl_semaphore_t* done;
   // Set with |failure|; read by gated work on the stream without the lock.
   atomic_bool failed;
-  // Written under |mutex|; read without it by hl_queue_submitted_value (a
+  // Written under |lock|; read without it by hl_queue_submitted_value (a
   // dealloca's check of its own timeline).
   _Atomic uint64_t next_value;
   // Issuers between their plan and the end of their publish step (the
@@ -111,19 +111,26 @@ struct hl_queue_t {
   // threads issuing on different queues of one device share no counter.
   atomic_uint issuers;
   // A pump is scheduled (set by any thread, with atomics only: waiter
-  // notifications run under a semaphore's lock; cleared under |mutex| by
+  // notifications run under a semaphore's lock; cleared under |lock| by
   // the pump that runs).
   atomic_bool pump_scheduled;
-  // The queue's lock (timeline_internal.h) for everything below.
-  mtx_t mutex;
+  // The queue's lock (timeline_internal.h) for everything below: a spin
+  // lock (base/spin.h). Its sections are short and never wait for other
+  // work; a submitter that must wait for room sleeps on |space_cond|, not
+  // under it.
+  hl_spinlock_t lock;
   hl_submission_t* pending_head;
   hl_submission_t* pending_tail;
   // Backpressure: issued and not completed, and not yet issued.
   uint32_t in_flight;
   uint64_t pending_count;
-  bool head_parked;  // The head waits for a signal not yet submitted.
-  cnd_t space_cond;  // Submitters blocked on the depth limit (|mutex|).
-  uint32_t space_waiters;
+  bool head_parked;        // The head waits for a signal not yet submitted.
+  uint32_t space_waiters;  // Submitters blocked on the depth limit.
+  // Where they sleep. |space_mutex| is a leaf. |space_wakeups| counts the
+  // wake-ups; it is written holding both locks, read holding either.
+  mtx_t space_mutex;
+  cnd_t space_cond;
+  uint32_t space_wakeups;
   // A thread is issuing this queue's submissions (outside the lock); other
   // pumps leave the queue to it, so the stream sees submissions in order.
   bool issuing;
@@ -295,8 +302,10 @@ static hl_status_t hl_submission_gate_check(void* user) {
   return NULL;
 }
 
-static void hl_queue_lock(hl_queue_t* queue) { hl_mutex_lock(&queue->mutex); }
-static void hl_queue_unlock(hl_queue_t* queue) { mtx_unlock(&queue->mutex); }
+static void hl_queue_lock(hl_queue_t* queue) { hl_spinlock_lock(&queue->lock); }
+static void hl_queue_unlock(hl_queue_t* queue) {
+  hl_spinlock_unlock(&queue->lock);
+}
 
 // An issuer's span (hl_queue_t.issuers), changed under the queue's lock
 // (a load and a store, no read-modify-write: hl_device_wait_issuers only
@@ -318,9 +327,14 @@ static void hl_queue_issuer_end_locked(hl_queue_t* queue) {
 
 static void hl_queue_schedule_pump(hl_queue_t* queue);
 
-// Wakes submitters blocked on the depth limit to look again. Never blocks.
+// Wakes submitters blocked on the depth limit to look again. Never blocks
+// (|space_mutex| is only held around a check and a wait).
 static void hl_queue_wake_submitters_locked(hl_queue_t* queue) {
-  if (queue->space_waiters) cnd_broadcast(&queue->space_cond);
+  if (!queue->space_waiters) return;
+  mtx_lock(&queue->space_mutex);
+  ++queue->space_wakeups;
+  cnd_broadcast(&queue->space_cond);
+  mtx_unlock(&queue->space_mutex);
 }
 
 // A submission left the stream. The queue's lock held (safe from a host
@@ -1385,13 +1399,14 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
   atomic_init(&queue->pump_scheduled, false);
   atomic_init(&queue->issuers, 0);
   atomic_init(&queue->completer_pushed, 0);
-  if (mtx_init(&queue->mutex, mtx_plain) != thrd_success) {
+  hl_spinlock_init(&queue->lock);
+  if (mtx_init(&queue->space_mutex, mtx_plain) != thrd_success) {
     hl_allocator_free(device->host_allocator, queue);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "creating a queue's mutex");
   }
   if (cnd_init(&queue->space_cond) != thrd_success) {
-    mtx_destroy(&queue->mutex);
+    mtx_destroy(&queue->space_mutex);
     hl_allocator_free(device->host_allocator, queue);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "creating a queue's condition variable");
@@ -1449,7 +1464,7 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
   }
   if (st) {
     cnd_destroy(&queue->space_cond);
-    mtx_destroy(&queue->mutex);
+    mtx_destroy(&queue->space_mutex);
     hl_allocator_free(device->host_allocator, queue);
     return hl_status_annotate(st, "creating a queue on device %d",
                               device->props.ordinal);
@@ -1498,7 +1513,7 @@ void hl_queue_release(hl_queue_t* queue) {
   hl_semaphore_release(queue->done);
   hl_status_free(queue->failure);
   cnd_destroy(&queue->space_cond);
-  mtx_destroy(&queue->mutex);
+  mtx_destroy(&queue->space_mutex);
   hl_allocator_free(device->host_allocator, queue);
   hl_device_release(device);
 }
@@ -1539,9 +1554,19 @@ static bool hl_queue_wait_space_locked(hl_queue_t* queue, hl_time_t deadline) {
   bool ok = true;
   ++queue->space_waiters;
   while (!queue->failure && hl_queue_full_locked(queue)) {
-    if (hl_cnd_wait_until(&queue->space_cond, &queue->mutex, deadline) ==
-            thrd_timedout &&
-        !queue->failure && hl_queue_full_locked(queue)) {
+    // Read under the queue's lock: a wake-up after it is let go (they all
+    // happen under it) moves the count, so the sleep below cannot miss it.
+    uint32_t seen = queue->space_wakeups;
+    hl_queue_unlock(queue);
+    bool timed_out = false;
+    mtx_lock(&queue->space_mutex);
+    while (queue->space_wakeups == seen && !timed_out) {
+      timed_out = hl_cnd_wait_until(&queue->space_cond, &queue->space_mutex,
+                                    deadline) == thrd_timedout;
+    }
+    mtx_unlock(&queue->space_mutex);
+    hl_queue_lock(queue);
+    if (timed_out && !queue->failure && hl_queue_full_locked(queue)) {
       ok = false;
       break;
     }

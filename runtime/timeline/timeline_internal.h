@@ -2,15 +2,17 @@
 //
 // Locking. There is no process-wide lock: two queues (or two devices) that
 // share no semaphore never touch the same lock, so submitting threads scale.
-//   1. A queue's lock (hl_queue_lock) guards its pending list, issuing
-//      state, counters, frontier, failure and depth condition.
+//   1. A queue's lock (hl_queue_lock, a spin lock: base/spin.h) guards its
+//      pending list, issuing state, counters, frontier and failure. A
+//      submitter that waits for room lets it go and sleeps on the queue's
+//      space condition (its mutex is a leaf).
 //   2. A semaphore's lock (hl_semaphore_lock) guards its issued value,
 //      timepoints and waiter list, and serialises writes of its value and
 //      failure (readers use the atomics without it).
 //   3. Leaves, taken last and never held across anything else: a device's
 //      mutex (its queue list and event pool), its work mutex, a queue's
-//      completer mutex, a host waiter's own mutex, a root's mutex, the
-//      backend's locks.
+//      completer mutex and space mutex, a host waiter's own mutex, a root's
+//      lock, the backend's locks.
 // Order: a queue's lock, then any number of semaphore locks one at a time
 // (never two at once), then leaves. A thread never holds two queue locks.
 // Waiter notifications run under their semaphore's lock and may only use
