@@ -315,8 +315,8 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
     if (!device->queue_depth) device->queue_depth = HL_QUEUE_DEPTH_DEFAULT;
   }
   atomic_init(&device->next_queue_id, 0);
-  if (!st && (mtx_init(&device->mutex, mtx_plain) != thrd_success ||
-              mtx_init(&device->work_mutex, mtx_plain) != thrd_success ||
+  hl_spinlock_init(&device->mutex);
+  if (!st && (mtx_init(&device->work_mutex, mtx_plain) != thrd_success ||
               cnd_init(&device->work_cond) != thrd_success ||
               cnd_init(&device->idle_cond) != thrd_success)) {
     st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
@@ -324,7 +324,6 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
   }
   if (!st && thrd_create(&device->work_thread, hl_device_work_main, device) !=
                  thrd_success) {
-    mtx_destroy(&device->mutex);
     mtx_destroy(&device->work_mutex);
     cnd_destroy(&device->work_cond);
     cnd_destroy(&device->idle_cond);
@@ -401,7 +400,6 @@ static void hl_device_destroy(hl_device_t* device) {
   hl_device_extensions_destroy(device, 0, HL_DEVICE_EXTENSION_LATE_BEGIN);
   hl_device_flush_work(device);
   hl_device_stop_work(device);
-  mtx_destroy(&device->mutex);
   mtx_destroy(&device->work_mutex);
   cnd_destroy(&device->work_cond);
   cnd_destroy(&device->idle_cond);

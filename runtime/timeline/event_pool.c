@@ -7,9 +7,11 @@
 #include "runtime/base/recycler.h"
 #include "runtime/timeline/timeline_internal.h"
 
-void hl_device_lock(hl_device_t* device) { hl_mutex_lock(&device->mutex); }
+void hl_device_lock(hl_device_t* device) { hl_spinlock_lock(&device->mutex); }
 
-void hl_device_unlock(hl_device_t* device) { mtx_unlock(&device->mutex); }
+void hl_device_unlock(hl_device_t* device) {
+  hl_spinlock_unlock(&device->mutex);
+}
 
 hl_backend_event_t* hl_device_take_event(hl_device_t* device) {
   hl_backend_event_t* event = NULL;

@@ -30,11 +30,7 @@ hl_status_t hl_semaphore_create(uint64_t initial_value,
   HL_RETURN_IF_ERROR(
       hl_recycler_alloc(&hl_semaphore_recycler_, host_allocator, (void**)&s),
       "creating a semaphore");
-  if (mtx_init(&s->mutex, mtx_plain) != thrd_success) {
-    hl_recycler_free(&hl_semaphore_recycler_, s);
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "creating a semaphore's mutex");
-  }
+  hl_spinlock_init(&s->mutex);
   atomic_init(&s->ref_count, 1);
   s->id = atomic_fetch_add(&hl_next_semaphore_id_, 1);
   atomic_init(&s->value, initial_value);
@@ -77,7 +73,6 @@ void hl_semaphore_release(hl_semaphore_t* semaphore) {
   // still be in flight, but its completion holds no reference; recycle the
   // events now, nobody can wait on them.
   hl_semaphore_drop_timepoints_locked(semaphore, UINT64_MAX);
-  mtx_destroy(&semaphore->mutex);
   hl_status_free(atomic_load(&semaphore->failure));
   hl_recycler_free(&hl_semaphore_recycler_, semaphore);
 }

@@ -116,8 +116,9 @@ struct hl_device_t {
   hl_pool_mode_t pool_mode;
   uint32_t queue_depth;  // Submissions in flight per queue before blocking.
 
-  // Leaf lock for the queue list and the event pool below.
-  mtx_t mutex;
+  // Leaf lock for the queue list and the event pool below: a spin lock
+  // (base/spin.h; its sections are a few dozen instructions or a realloc).
+  hl_spinlock_t mutex;
   // Queues of this device (not retained; a queue removes itself when it is
   // destroyed). |mutex|.
   hl_queue_t** queues;
@@ -283,7 +284,9 @@ struct hl_waiter_t {
 struct hl_semaphore_t {
   atomic_int ref_count;  // The host allocator is in its recycler header.
   uint64_t id;           // Unique for the process; never reused.
-  mtx_t mutex;           // See the top of this file.
+  // See the top of this file. A spin lock (base/spin.h): its sections are
+  // short and never wait for other work.
+  hl_spinlock_t mutex;
   // Only grows: raised under |mutex|, or without it by
   // hl_semaphore_signal_unlocked's fast path (a compare-and-swap either way),
   // or by the owning queue alone (hl_semaphore_signal_owned).
@@ -330,10 +333,10 @@ bool hl_semaphore_release_unless_last(hl_semaphore_t* semaphore);
 bool hl_queue_release_unless_last(hl_queue_t* queue);
 
 static inline void hl_semaphore_lock(hl_semaphore_t* semaphore) {
-  hl_mutex_lock(&semaphore->mutex);
+  hl_spinlock_lock(&semaphore->mutex);
 }
 static inline void hl_semaphore_unlock(hl_semaphore_t* semaphore) {
-  mtx_unlock(&semaphore->mutex);
+  hl_spinlock_unlock(&semaphore->mutex);
 }
 static inline uint64_t hl_semaphore_issued_value(hl_semaphore_t* semaphore) {
   uint64_t issued =
