@@ -7,36 +7,10 @@
 #include "runtime/base/allocator_internal.h"
 #include "runtime/base/spin.h"
 
-// Precedes every object; 16-byte multiple keeps the object's alignment.
-struct hl_recycled_t {
-  hl_recycled_t* next;  // On a free list (within a batch).
-  hl_allocator_t allocator;
-  // On the global list, in the first object of a batch only: the next batch
-  // and this one's object count. Handing a batch over then touches its first
-  // object alone; walking a batch that another core freed would miss the
-  // cache on every object (about 300 ns each on the 2-core VMs).
-  hl_recycled_t* next_batch;
-  uint32_t batch_count;
-  // Whether the object may be kept (hl_recyclable of |allocator|), decided
-  // once when it is made.
-  bool recyclable;
-};
-_Static_assert(sizeof(hl_recycled_t) % 16 == 0, "header keeps alignment");
-
-// Recyclers with thread caches (the rest use only the global list).
-#define HL_RECYCLER_SLOTS 32
-// A thread's cache holds at most this many objects of one recycler.
-#define HL_RECYCLER_CACHE (2 * HL_RECYCLER_BATCH)
-
-typedef struct hl_recycler_cache_t {
-  hl_recycled_t* head;
-  uint32_t count;
-} hl_recycler_cache_t;
-
 static hl_recycler_t* _Atomic hl_recycler_slots_[HL_RECYCLER_SLOTS];
 static atomic_int hl_recycler_slot_count_;
-static _Thread_local hl_recycler_cache_t hl_recycler_caches_[HL_RECYCLER_SLOTS];
-static _Thread_local bool hl_recycler_thread_registered_;
+_Thread_local hl_recycler_cache_t hl_recycler_caches_[HL_RECYCLER_SLOTS];
+_Thread_local bool hl_recycler_thread_registered_;
 static tss_t hl_recycler_exit_key_;
 static bool hl_recycler_exit_key_ok_;
 static once_flag hl_recycler_once_ = ONCE_FLAG_INIT;
@@ -140,27 +114,15 @@ static __attribute__((noinline)) hl_recycler_cache_t* hl_recycler_cache_slow(
 
 // This thread's cache for |r|, or NULL (no slot left, or no exit hook:
 // objects of a thread that exits must not be lost). Every allocation and
-// free asks: the common case (a slot, a registered thread) is a few
-// instructions here, the rest is out of line.
-// This thread's cache for |r| when the common case holds (|r| has a slot and
-// this thread is registered), else NULL: no call, no side effect.
-static inline hl_recycler_cache_t* hl_recycler_cache_ready(hl_recycler_t* r) {
-  int slot = atomic_load_explicit(&r->slot, memory_order_acquire);
-  // Registered implies the exit hook exists.
-  if (HL_LIKELY(slot > 0 && hl_recycler_thread_registered_)) {
-    return &hl_recycler_caches_[slot - 1];
-  }
-  return NULL;
-}
-
+// free asks: the common case (a slot, a registered thread) is inline
+// (hl_recycler_cache_ready in recycler.h), the rest is out of line.
 static inline hl_recycler_cache_t* hl_recycler_cache(hl_recycler_t* r) {
   hl_recycler_cache_t* c = hl_recycler_cache_ready(r);
   return HL_LIKELY(c) ? c : hl_recycler_cache_slow(r);
 }
 
-// hl_recycler_alloc past a hit in this thread's cache.
-static __attribute__((noinline)) hl_status_t hl_recycler_alloc_slow(
-    hl_recycler_t* r, hl_allocator_t allocator, void** out_object) {
+hl_status_t hl_recycler_alloc_slow(hl_recycler_t* r, hl_allocator_t allocator,
+                                   void** out_object) {
   hl_recycled_t* h = NULL;
   bool recyclable = hl_recyclable(allocator);
   if (recyclable) {
@@ -193,31 +155,7 @@ static __attribute__((noinline)) hl_status_t hl_recycler_alloc_slow(
   return NULL;
 }
 
-hl_status_t hl_recycler_alloc(hl_recycler_t* r, hl_allocator_t allocator,
-                              void** out_object) {
-  // The common case, a hit in this thread's cache, in a few instructions
-  // (every operation allocates several objects); the rest is out of line.
-  hl_recycler_cache_t* c =
-      hl_recyclable(allocator) ? hl_recycler_cache_ready(r) : NULL;
-  if (HL_LIKELY(c)) {
-    hl_recycled_t* h = c->head;
-    if (HL_LIKELY(h)) {
-      c->head = h->next;
-      --c->count;
-      // The next object was most likely freed on another core: start
-      // fetching it now rather than at the next allocation.
-      if (c->head) __builtin_prefetch(c->head, 1);
-      memset(h + 1, 0, r->size);
-      *out_object = h + 1;
-      return NULL;
-    }
-  }
-  return hl_recycler_alloc_slow(r, allocator, out_object);
-}
-
-// hl_recycler_free past room in this thread's cache.
-static __attribute__((noinline)) void hl_recycler_free_slow(hl_recycler_t* r,
-                                                            hl_recycled_t* h) {
+void hl_recycler_free_slow(hl_recycler_t* r, hl_recycled_t* h) {
   if (!h->recyclable) {
     hl_allocator_free(h->allocator, h);
     return;
@@ -239,17 +177,4 @@ static __attribute__((noinline)) void hl_recycler_free_slow(hl_recycler_t* r,
   c->count -= HL_RECYCLER_BATCH;
   last->next = NULL;
   hl_recycler_give_chain(r, first, HL_RECYCLER_BATCH);
-}
-
-void hl_recycler_free(hl_recycler_t* r, void* object) {
-  if (!object) return;
-  hl_recycled_t* h = (hl_recycled_t*)object - 1;
-  hl_recycler_cache_t* c = h->recyclable ? hl_recycler_cache_ready(r) : NULL;
-  if (HL_LIKELY(c && c->count + 1 < HL_RECYCLER_CACHE)) {
-    h->next = c->head;
-    c->head = h;
-    ++c->count;
-    return;
-  }
-  hl_recycler_free_slow(r, h);
 }

@@ -234,7 +234,7 @@ static void hl_submission_own_refs(hl_submission_t* sub) {
 
 // Frees what |sub| allocated for itself and recycles it.
 static void hl_submission_recycle(hl_submission_t* sub) {
-  free(sub->parks);
+  if (sub->parks) free(sub->parks);
   if (sub->waits != sub->inline_entries) free(sub->waits);
   hl_recycler_free(&hl_submission_recycler_, sub);
 }
@@ -287,7 +287,7 @@ static bool hl_submission_destroy_light(hl_submission_t* sub) {
     }
     if (!hl_queue_release_unless_last(sub->queue)) return false;
   }
-  hl_status_free(status);
+  if (status) hl_status_free(status);
   hl_submission_recycle(sub);
   return true;
 }
@@ -1636,8 +1636,9 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   }
   // Out of memory is reported below, with the queue named.
   hl_submission_t* sub = NULL;
-  hl_status_ignore(
-      hl_recycler_alloc_default(&hl_submission_recycler_, (void**)&sub));
+  hl_status_t alloc_st =
+      hl_recycler_alloc_default(&hl_submission_recycler_, (void**)&sub);
+  if (alloc_st) hl_status_free(alloc_st);
   hl_fence_entry_t* entries = NULL;
   if (sub && waits + signals <= HL_SUBMISSION_INLINE_ENTRIES) {
     entries = sub->inline_entries;
