@@ -410,6 +410,57 @@ static void test_root_uses_hold_no_timeline_reference(void** state) {
   hl_device_release(d);
 }
 
+// A host call that holds its queue's stream until the test lets it go.
+typedef struct stream_gate_t {
+  atomic_int entered;
+  atomic_int open;
+} stream_gate_t;
+
+static void stream_gate_fn(void* user) {
+  stream_gate_t* gate = (stream_gate_t*)user;
+  atomic_store(&gate->entered, 1);
+  while (!atomic_load(&gate->open)) hl_test_sleep_ms(1);
+}
+
+// An alloca's and a dealloca's ops borrow their buffer's root while their
+// submission finishes inside the call; behind a busy stream it outlives the
+// call, and the ops must take references of their own before it returns:
+// here the program drops its buffers at once, while both ops still wait
+// behind the gate. Without their own references the roots die at the
+// release (AddressSanitizer: a use after free; elsewhere the late alloca's
+// memory is never given back).
+static void test_ops_outlive_released_buffers(void** state) {
+  (void)state;
+  hl_device_t* d = mem_device_create(NULL);
+  hl_queue_t* q = hl_test_queue_create(d);
+  static stream_gate_t gate;
+  atomic_init(&gate.entered, 0);
+  atomic_init(&gate.open, 0);
+  HL_ASSERT_OK(hl_queue_host_call(q, NULL, NULL, stream_gate_fn, &gate));
+  while (!atomic_load(&gate.entered)) hl_test_sleep_ms(1);
+  enum { N = 8 };
+  for (int i = 0; i < N; ++i) {
+    // Never deallocated: the refcount fallback frees it once the alloca ran.
+    hl_buffer_t* dropped = mem_alloca(q, NULL, 0, NULL, 0, 4 * KIB);
+    hl_buffer_release(dropped);
+    hl_buffer_t* freed = mem_alloca(q, NULL, 0, NULL, 0, 4 * KIB);
+    HL_ASSERT_OK(hl_queue_dealloca(q, NULL, NULL, freed));
+    hl_buffer_release(freed);
+  }
+  hl_memory_stats_t st = hl_test_memory_stats(d);
+  assert_int_equal(st.allocas, 0);  // All of it still behind the gate.
+  atomic_store(&gate.open, 1);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  hl_device_flush_work(d);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  st = hl_test_memory_stats(d);
+  assert_int_equal(st.allocas, 2 * N);
+  assert_int_equal(st.deallocas, N);  // The fallback frees the rest.
+  assert_int_equal(st.bytes_in_use, 0);
+  hl_queue_release(q);
+  hl_device_release(d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloca_handle_then_usable),
@@ -420,6 +471,7 @@ int main(void) {
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_buffer_release_skips_deferred_work),
       cmocka_unit_test(test_root_uses_hold_no_timeline_reference),
+      cmocka_unit_test(test_ops_outlive_released_buffers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

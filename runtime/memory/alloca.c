@@ -33,7 +33,10 @@
 
 typedef struct hl_alloca_op_t {
   hl_op_t base;
-  hl_root_t* root;  // Op reference until the submission completes.
+  // An operation reference until the submission completes, once |owns_root|;
+  // until then borrowed from hl_queue_alloca (the buffer it returns).
+  hl_root_t* root;
+  bool owns_root;
   uint32_t queue_id;
   uint64_t value;            // The alloca's submission on its queue.
   hl_semaphore_t* timeline;  // The queue's (borrowed while in flight).
@@ -110,12 +113,15 @@ static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
 static hl_recycler_t hl_alloca_op_recycler_ =
     HL_RECYCLER_INITIALIZER(sizeof(hl_alloca_op_t), 4096, "an alloca op");
 
-// Releases an op whose one resource is its reference on |root|; with
-// |light|, only where that is not the root's last reference (see
+// Releases an op whose one resource is its reference on |root| (when it
+// |owns| one: a borrowed reference is its submitter's); with |light|, only
+// where that is not the root's last reference (see
 // hl_op_vtable_t.release_light).
 static bool hl_root_op_release(hl_recycler_t* recycler, hl_op_t* op,
-                               hl_root_t* root, bool light) {
-  if (!light) {
+                               hl_root_t* root, bool owns, bool light) {
+  if (!owns) {
+    // Nothing to drop.
+  } else if (!light) {
     hl_root_release_for_op(root);
   } else if (!hl_root_release_for_op_unless_last(root)) {
     return false;
@@ -125,18 +131,28 @@ static bool hl_root_op_release(hl_recycler_t* recycler, hl_op_t* op,
 }
 
 static void hl_alloca_release(hl_op_t* base, hl_status_t status) {
-  hl_root_op_release(&hl_alloca_op_recycler_, base,
-                     ((hl_alloca_op_t*)base)->root, false);
+  hl_alloca_op_t* op = (hl_alloca_op_t*)base;
+  hl_root_op_release(&hl_alloca_op_recycler_, base, op->root, op->owns_root,
+                     false);
 }
 
 static bool hl_alloca_release_light(hl_op_t* base, hl_status_t status) {
-  return hl_root_op_release(&hl_alloca_op_recycler_, base,
-                            ((hl_alloca_op_t*)base)->root, true);
+  hl_alloca_op_t* op = (hl_alloca_op_t*)base;
+  return hl_root_op_release(&hl_alloca_op_recycler_, base, op->root,
+                            op->owns_root, true);
+}
+
+// The submission may outlive hl_queue_alloca (and so the root's buffer).
+static void hl_alloca_own_refs(hl_op_t* base) {
+  hl_alloca_op_t* op = (hl_alloca_op_t*)base;
+  if (op->owns_root) return;
+  hl_root_retain_for_op(op->root);
+  op->owns_root = true;
 }
 
 static const hl_op_vtable_t hl_alloca_vtable = {
-    hl_alloca_issue, hl_alloca_release, hl_alloca_on_submit,
-    hl_alloca_on_cancel, hl_alloca_release_light};
+    hl_alloca_issue,     hl_alloca_release,       hl_alloca_on_submit,
+    hl_alloca_on_cancel, hl_alloca_release_light, hl_alloca_own_refs};
 
 hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
                             const hl_fence_t* signal_fence, uint64_t size,
@@ -175,12 +191,13 @@ hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
   hl_status_t st =
       hl_recycler_alloc_default(&hl_alloca_op_recycler_, (void**)&op);
   if (st) {
-    hl_root_release_for_op(buffer->root);
     hl_buffer_release(buffer);
     return st;
   }
   op->base.vtable = &hl_alloca_vtable;
-  op->root = buffer->root;  // Its operation reference came with the root.
+  // Borrowed: |buffer| keeps the root alive until this call returns, and the
+  // op takes its own reference if the submission outlives it (own_refs).
+  op->root = buffer->root;
   op->queue_id = hl_queue_id(queue);
   st = hl_queue_submit(queue, wait_fence, signal_fence, &op->base, NULL);
   if (st) {
@@ -197,8 +214,11 @@ hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
 
 typedef struct hl_dealloca_op_t {
   hl_op_t base;
-  hl_root_t* root;  // Op reference.
-  bool frees;       // ASYNC pool root: free on the stream.
+  // An operation reference once |owns_root|; until then borrowed from the
+  // caller of hl_root_dealloca_as.
+  hl_root_t* root;
+  bool owns_root;
+  bool frees;  // ASYNC pool root: free on the stream.
   atomic_bool freed;
   atomic_bool settled;  // The cancel check ran (at most once).
   uint32_t queue_id;
@@ -285,18 +305,27 @@ static hl_recycler_t hl_dealloca_op_recycler_ =
     HL_RECYCLER_INITIALIZER(sizeof(hl_dealloca_op_t), 4096, "a dealloca op");
 
 static void hl_dealloca_release(hl_op_t* base, hl_status_t status) {
-  hl_root_op_release(&hl_dealloca_op_recycler_, base,
-                     ((hl_dealloca_op_t*)base)->root, false);
+  hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
+  hl_root_op_release(&hl_dealloca_op_recycler_, base, op->root, op->owns_root,
+                     false);
 }
 
 static bool hl_dealloca_release_light(hl_op_t* base, hl_status_t status) {
-  return hl_root_op_release(&hl_dealloca_op_recycler_, base,
-                            ((hl_dealloca_op_t*)base)->root, true);
+  hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
+  return hl_root_op_release(&hl_dealloca_op_recycler_, base, op->root,
+                            op->owns_root, true);
+}
+
+static void hl_dealloca_own_refs(hl_op_t* base) {
+  hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
+  if (op->owns_root) return;
+  hl_root_retain_for_op(op->root);
+  op->owns_root = true;
 }
 
 static const hl_op_vtable_t hl_dealloca_vtable = {
-    hl_dealloca_issue, hl_dealloca_release, hl_dealloca_on_submit,
-    hl_dealloca_cancel, hl_dealloca_release_light};
+    hl_dealloca_issue,  hl_dealloca_release,       hl_dealloca_on_submit,
+    hl_dealloca_cancel, hl_dealloca_release_light, hl_dealloca_own_refs};
 
 hl_queue_t* hl_buffer_affinity_queue(const hl_buffer_t* buffer) {
   return buffer ? buffer->root->affinity_queue : NULL;
@@ -377,8 +406,9 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
     return st;
   }
   op->base.vtable = &hl_dealloca_vtable;
+  // Borrowed from the caller, which holds a reference through this call;
+  // the op takes its own if the submission outlives it (own_refs).
   op->root = root;
-  hl_root_retain_for_op(root);
   op->frees = root->memory == HL_ROOT_MEMORY_POOL &&
               atomic_load(&root->origin) == HL_BUFFER_ORIGIN_ASYNC;
   atomic_init(&op->freed, false);

@@ -1144,7 +1144,8 @@ void hl_memory_fallback_release(hl_root_t* root) {
                                          "fallback release (ordered)");
     if (!st) {
       hl_memory_note(device, queue_id, HL_MEMORY_EVENT_FALLBACK_ORDERED, 0);
-      // The dealloca holds its own operation reference.
+      // The dealloca has its own operation reference if it outlived the
+      // call (it borrowed this one until then).
       hl_root_release_for_op(root);
       HL_TRACE_ZONE_END(zone);
       return;
@@ -1381,11 +1382,11 @@ hl_status_t hl_buffer_mutation_barrier(const hl_buffer_t* buffer,
 
 hl_status_t hl_root_create_async(hl_queue_t* queue, uint64_t size,
                                  hl_buffer_t** out_buffer) {
-  // One reference for the buffer, one operation reference for the alloca.
+  // One reference, the buffer's (the alloca's op borrows it).
   hl_root_t* root = NULL;
   HL_RETURN_IF_ERROR_PLAIN(
       hl_root_create(hl_queue_device(queue), queue, HL_ROOT_MEMORY_POOL,
-                     HL_BUFFER_ORIGIN_ASYNC, size, 1 + HL_ROOT_OP_REF, &root));
+                     HL_BUFFER_ORIGIN_ASYNC, size, 1, &root));
   hl_status_t st =
       hl_buffer_create_view_adopting(root, 0, size, NULL, out_buffer);
   if (st) hl_root_destroy(root);  // Nobody else has seen it.

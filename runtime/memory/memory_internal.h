@@ -91,8 +91,7 @@ static inline hl_root_t* hl_buffer_root(const hl_buffer_t* buffer) {
 }
 
 // Creates an ASYNC pool root with affinity to |queue| (state PENDING) and
-// its buffer; the root also carries one operation reference
-// (hl_root_retain_for_op) for the alloca that will fill it.
+// its buffer, which holds the root's one reference.
 hl_status_t hl_root_create_async(hl_queue_t* queue, uint64_t size,
                                  hl_buffer_t** out_buffer);
 void hl_root_retain(hl_root_t* root);
@@ -316,6 +315,8 @@ void hl_memory_fallback_release(hl_root_t* root);
 void hl_memory_pay_owed_drains(hl_device_t* device);
 
 // hl_root_dealloca, with |who| naming the freer in use-after-free reports.
+// The caller holds a reference on |root| until it returns (its dealloca op
+// borrows it while the submission is finished inside the call).
 hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
                                 const hl_fence_t* signal_fence, hl_root_t* root,
                                 const char* who);

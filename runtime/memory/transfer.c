@@ -133,8 +133,9 @@ static bool hl_transfer_release_light(hl_op_t* base, hl_status_t status) {
 }
 
 static const hl_op_vtable_t hl_transfer_vtable = {
-    hl_transfer_issue, hl_transfer_release, hl_transfer_on_submit, NULL,
-    hl_transfer_release_light};
+    hl_transfer_issue,         hl_transfer_release,
+    hl_transfer_on_submit,     NULL,
+    hl_transfer_release_light, NULL};
 
 static hl_status_t hl_transfer_check_range(const char* what, hl_queue_t* queue,
                                            const hl_buffer_t* buffer,

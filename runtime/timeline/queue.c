@@ -230,6 +230,9 @@ static void hl_submission_own_refs(hl_submission_t* sub) {
     hl_semaphore_retain(sub->waits[i].semaphore);  // Waits, then signals.
   }
   hl_queue_retain(sub->queue);
+  for (hl_op_t* op = sub->ops; op; op = op->next) {
+    if (op->vtable->own_refs) op->vtable->own_refs(op);
+  }
 }
 
 // Frees what |sub| allocated for itself and recycles it.
@@ -1810,9 +1813,12 @@ static bool hl_host_call_release_light(hl_op_t* base, hl_status_t status) {
   return true;
 }
 
-static const hl_op_vtable_t hl_host_call_vtable = {
-    hl_host_call_issue, hl_host_call_release, NULL, NULL,
-    hl_host_call_release_light};
+static const hl_op_vtable_t hl_host_call_vtable = {hl_host_call_issue,
+                                                   hl_host_call_release,
+                                                   NULL,
+                                                   NULL,
+                                                   hl_host_call_release_light,
+                                                   NULL};
 
 hl_status_t hl_queue_host_call(hl_queue_t* queue, const hl_fence_t* wait_fence,
                                const hl_fence_t* signal_fence,

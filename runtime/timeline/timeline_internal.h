@@ -485,6 +485,11 @@ typedef struct hl_op_vtable_t {
   // forgets, so |release| does not release it twice). Lets a stream worker
   // finish a submission without waking the completion thread.
   bool (*release_light)(hl_op_t* op, hl_status_t status);
+  // Optional: the op borrowed references its submitter holds for the
+  // duration of hl_queue_submit (as the submission does, see |borrowed| in
+  // queue.c) and takes its own now: the submission may outlive that call.
+  // Called by the issuer, inside hl_queue_submit, at most once.
+  void (*own_refs)(hl_op_t* op);
 } hl_op_vtable_t;
 struct hl_op_t {
   const hl_op_vtable_t* vtable;
