@@ -32,6 +32,7 @@
 
 #include "hipline/allocator.h"
 #include "hipline/status.h"
+#include "runtime/base/allocator_internal.h"
 #include "runtime/base/spin.h"
 
 // Precedes every object; 16-byte multiple keeps the object's alignment.
@@ -124,7 +125,9 @@ static inline hl_status_t hl_recycler_alloc(hl_recycler_t* recycler,
                                             void** out_object) {
   // Only objects of the system allocator (no functions, or the system's)
   // are kept; recycler.c decides the rest.
-  void* object = !allocator.alloc ? hl_recycler_take_cached(recycler) : NULL;
+  void* object = !allocator.alloc || hl_allocator_is_system(allocator)
+                     ? hl_recycler_take_cached(recycler)
+                     : NULL;
   if (__builtin_expect(object != NULL, 1)) {
     *out_object = object;
     return NULL;

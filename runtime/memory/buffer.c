@@ -487,6 +487,20 @@ void hl_root_record_use(hl_root_t* root, hl_queue_t* queue, uint64_t value,
 
 void hl_root_record_first_use(hl_root_t* root, hl_queue_t* queue,
                               uint64_t value) {
+  hl_fence_t* uses = root->use_fence;
+  hl_fence_t* writes = root->mutation_barrier;
+  hl_semaphore_t* timeline = hl_queue_timeline(queue);
+  if (!uses->count && !writes->count && timeline == uses->unretained &&
+      timeline == writes->unretained) {
+    // A new root on its own queue: both fences are empty and name that
+    // queue's timeline without a reference, so the pair goes straight in.
+    hl_fence_entry_t entry = {timeline, value};
+    uses->entries[0] = entry;
+    uses->count = 1;
+    writes->entries[0] = entry;
+    writes->count = 1;
+    return;
+  }
   hl_root_record_use_locked(root, queue, value, true);
 }
 

@@ -37,7 +37,7 @@ void hl_fence_init_embedded(hl_fence_t* fence, hl_semaphore_t* unretained) {
       sizeof(fence->inline_entries) / sizeof(fence->inline_entries[0]);
 }
 
-void hl_fence_deinit_embedded(hl_fence_t* fence) {
+void hl_fence_deinit_embedded_slow(hl_fence_t* fence) {
   hl_fence_clear(fence);
   if (fence->entries != fence->inline_entries) free(fence->entries);
   fence->entries = fence->inline_entries;

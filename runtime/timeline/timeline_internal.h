@@ -419,7 +419,18 @@ struct hl_fence_t {
 // never shared, so it needs no recycled allocation of its own. Initialised
 // empty; deinit drops its pairs and any entries it grew into.
 void hl_fence_init_embedded(hl_fence_t* fence, hl_semaphore_t* unretained);
-void hl_fence_deinit_embedded(hl_fence_t* fence);
+void hl_fence_deinit_embedded_slow(hl_fence_t* fence);
+static inline void hl_fence_deinit_embedded(hl_fence_t* fence) {
+  // The common case, inline: nothing held (no pairs, or only the one that
+  // holds no reference) in the fence's own entries.
+  if (fence->entries == fence->inline_entries &&
+      (!fence->count || (fence->count == 1 &&
+                         fence->entries[0].semaphore == fence->unretained))) {
+    fence->count = 0;
+    return;
+  }
+  hl_fence_deinit_embedded_slow(fence);
+}
 
 // Waits on |count| pairs (any number) as hl_semaphore_wait_many does: every
 // pending pair has a waiter, so a failure of any of them ends the wait.
