@@ -18,11 +18,7 @@ hl_status_t hl_host_event_create(hl_backend_t* backend,
                      "allocating a host event");
   atomic_init(&event->ref_count, 1);
   event->device = device;
-  if (mtx_init(&event->mutex, mtx_plain) != thrd_success) {
-    hl_allocator_free(device->base.host_allocator, event);
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "creating an event mutex");
-  }
+  hl_spinlock_init(&event->mutex);
   atomic_fetch_add(&device->live_events, 1);
   *out_event = event;
   return NULL;
@@ -34,7 +30,6 @@ void hl_host_event_release(hl_backend_event_t* event) {
     return;
   }
   if (event->stream) hl_host_stream_release(event->stream);
-  mtx_destroy(&event->mutex);
   hl_allocator_free(event->device->base.host_allocator, event);
 }
 
@@ -45,9 +40,9 @@ void hl_host_event_destroy(hl_backend_t* backend, hl_backend_event_t* event) {
 
 static void hl_host_event_mark(hl_backend_event_t* event, uint64_t generation) {
   int64_t now = hl_time_now();
-  hl_mutex_lock(&event->mutex);
+  hl_spinlock_lock(&event->mutex);
   if (event->generation == generation) event->time_ns = now;
-  mtx_unlock(&event->mutex);
+  hl_spinlock_unlock(&event->mutex);
   hl_host_event_release(event);
 }
 
@@ -56,7 +51,7 @@ hl_status_t hl_host_event_record(hl_backend_t* backend,
                                  hl_backend_stream_t* stream) {
   // The event mutex is held across the push so a concurrent query sees
   // either the old record or the new one, never a half-updated pair.
-  hl_mutex_lock(&event->mutex);
+  hl_spinlock_lock(&event->mutex);
   uint64_t seq = 0;
   if (hl_host_stream_lock_idle(stream, &seq)) {
     // On an idle stream the record completes at once: no item.
@@ -68,7 +63,7 @@ hl_status_t hl_host_event_record(hl_backend_t* backend,
     hl_status_t st = hl_host_item_alloc(((hl_host_backend_t*)backend),
                                         HL_HOST_ITEM_RECORD, &item);
     if (st) {
-      mtx_unlock(&event->mutex);
+      hl_spinlock_unlock(&event->mutex);
       return hl_status_annotate(st, "recording an event");
     }
     atomic_fetch_add(&event->ref_count, 1);
@@ -81,7 +76,7 @@ hl_status_t hl_host_event_record(hl_backend_t* backend,
   hl_host_stream_retain(stream);
   event->stream = stream;
   event->seq = seq;
-  mtx_unlock(&event->mutex);
+  hl_spinlock_unlock(&event->mutex);
   if (old) hl_host_stream_release(old);
   return NULL;
 }
@@ -89,11 +84,11 @@ hl_status_t hl_host_event_record(hl_backend_t* backend,
 // Reads the event's (stream, seq) pair with the stream retained.
 hl_backend_stream_t* hl_host_event_snapshot(hl_backend_event_t* event,
                                             uint64_t* out_seq) {
-  hl_mutex_lock(&event->mutex);
+  hl_spinlock_lock(&event->mutex);
   hl_backend_stream_t* stream = event->stream;
   if (stream) hl_host_stream_retain(stream);
   *out_seq = event->seq;
-  mtx_unlock(&event->mutex);
+  hl_spinlock_unlock(&event->mutex);
   return stream;
 }
 
@@ -112,14 +107,14 @@ hl_status_t hl_host_event_elapsed_ms(hl_backend_t* backend,
   bool start_done = false, end_done = false;
   hl_host_event_query(backend, start, &start_done);
   hl_host_event_query(backend, end, &end_done);
-  mtx_lock(&start->mutex);
+  hl_spinlock_lock(&start->mutex);
   int64_t t0 = start->time_ns;
   bool start_recorded = start->stream != NULL;
-  mtx_unlock(&start->mutex);
-  mtx_lock(&end->mutex);
+  hl_spinlock_unlock(&start->mutex);
+  hl_spinlock_lock(&end->mutex);
   int64_t t1 = end->time_ns;
   bool end_recorded = end->stream != NULL;
-  mtx_unlock(&end->mutex);
+  hl_spinlock_unlock(&end->mutex);
   if (!start_recorded || !end_recorded) {
     return HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
                           "event_elapsed_ms: both events must be recorded");

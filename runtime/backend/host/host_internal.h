@@ -34,15 +34,15 @@ struct hl_backend_stream_t {
   atomic_bool worker_sleeping;  // The worker waits on work_cond (|mutex|).
   // Producers' side, on cache lines of its own: a submitter and the worker
   // would otherwise move one lock's line between cores for every item.
-  // Items are pushed under |push_mutex| (so sequence order is push order)
+  // Items are pushed under |push_lock| (so sequence order is push order)
   // onto |pushed|, a stack the worker empties with one exchange and
-  // reverses; the worker never takes |push_mutex|. |pushed| has a line of
+  // reverses; the worker never takes |push_lock|. |pushed| has a line of
   // its own too: the worker spins reading it, and on the mutex's line that
   // would take the line away from a pusher between its lock, its push and
   // its unlock.
   char pad0[64];
-  mtx_t push_mutex;
-  _Atomic uint64_t submitted_seq;  // Last item pushed (|push_mutex|).
+  hl_spinlock_t push_lock;         // A spin lock (base/spin.h): a few stores.
+  _Atomic uint64_t submitted_seq;  // Last item pushed (|push_lock|).
   char pad_pushed[64];
   _Atomic(hl_host_item_t*) pushed;  // Newest first.
   char pad1[64];
@@ -53,7 +53,7 @@ struct hl_backend_stream_t {
   // Runtime work may run on the caller when the stream is idle
   // (hl_host_stream_run_inline; HIPLINE_HOST_INLINE, at creation).
   bool inline_work;
-  uint64_t inline_rng;  // With delays, a coin per call (|push_mutex|).
+  uint64_t inline_rng;  // With delays, a coin per call (|push_lock|).
   // Highest sequence of each other stream that this stream has waited on
   // (an event dependency), indexed by stream id. Guarded by the pool lock.
   uint64_t* deps;
@@ -135,7 +135,7 @@ bool hl_host_stream_run_inline(hl_backend_stream_t* stream, hl_host_fn_t fn,
 bool hl_host_stream_running_inline(hl_backend_stream_t* stream);
 // When |stream| has nothing queued or running (and runs work inline: not
 // under HIPLINE_HOST_INLINE=0 or fault-injection delays), returns true and
-// the sequence of its last item in |*out_seq|, with |push_mutex| held so that
+// the sequence of its last item in |*out_seq|, with |push_lock| held so that
 // nothing is pushed until hl_host_stream_unlock_idle: an event recorded now
 // is complete at once. (Runtime work may still start inline meanwhile: it
 // is not ordered before the record, so the record may precede it.)

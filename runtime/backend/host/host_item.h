@@ -63,7 +63,7 @@ struct hl_host_item_t {
 struct hl_backend_event_t {
   atomic_int ref_count;
   hl_host_backend_t* device;
-  mtx_t mutex;
+  hl_spinlock_t mutex;          // A spin lock (base/spin.h): a few stores.
   hl_backend_stream_t* stream;  // Retained; NULL until recorded.
   uint64_t seq;
   uint64_t generation;  // Bumped by every record.

@@ -50,7 +50,6 @@ void hl_host_stream_release(hl_backend_stream_t* stream) {
     return;
   }
   mtx_destroy(&stream->mutex);
-  mtx_destroy(&stream->push_mutex);
   cnd_destroy(&stream->work_cond);
   cnd_destroy(&stream->done_cond);
   free(stream->deps);
@@ -202,8 +201,8 @@ hl_status_t hl_host_stream_create(hl_host_backend_t* device,
   stream->delay_max_us = faults.stream_delay_us;
   stream->inline_work = device->inline_work;
   stream->inline_rng = ~stream->rng;
+  hl_spinlock_init(&stream->push_lock);
   if (mtx_init(&stream->mutex, mtx_plain) != thrd_success ||
-      mtx_init(&stream->push_mutex, mtx_plain) != thrd_success ||
       cnd_init(&stream->work_cond) != thrd_success ||
       cnd_init(&stream->done_cond) != thrd_success) {
     hl_allocator_free(device->base.host_allocator, stream);
@@ -217,7 +216,6 @@ hl_status_t hl_host_stream_create(hl_host_backend_t* device,
     if (stream->stop_item) hl_host_item_free(device, stream->stop_item);
     hl_status_free(st);
     mtx_destroy(&stream->mutex);
-    mtx_destroy(&stream->push_mutex);
     cnd_destroy(&stream->work_cond);
     cnd_destroy(&stream->done_cond);
     hl_allocator_free(device->base.host_allocator, stream);
@@ -234,7 +232,7 @@ static uint64_t hl_host_stream_push(hl_backend_stream_t* stream,
                                     hl_host_item_t* item) {
   // A claim of this thread ends before anything is queued behind it.
   hl_host_stream_end_claim(stream);
-  hl_mutex_lock(&stream->push_mutex);
+  hl_spinlock_lock(&stream->push_lock);
   // Counted before the worker can see it, so completed_seq never passes
   // submitted_seq (an idle check reads submitted == completed). An
   // increment, not a store: hl_host_stream_run_inline claims sequences
@@ -248,7 +246,7 @@ static uint64_t hl_host_stream_push(hl_backend_stream_t* stream,
   do {
     item->next = top;
   } while (!atomic_compare_exchange_weak(&stream->pushed, &top, item));
-  mtx_unlock(&stream->push_mutex);
+  hl_spinlock_unlock(&stream->push_lock);
   // A spinning worker sees |pushed| move; only a sleeping one is woken.
   if (atomic_load(&stream->worker_sleeping)) {
     mtx_lock(&stream->mutex);
@@ -341,7 +339,7 @@ bool hl_host_stream_is_current(hl_backend_stream_t* stream) {
          thrd_equal(thrd_current(), stream->thread) != 0;
 }
 
-// Whether nothing is queued or running on |stream|. |push_mutex| held (no
+// Whether nothing is queued or running on |stream|. |push_lock| held (no
 // push can race the check; an inline claim can, and then the two loads
 // differ: completed_seq only grows and never passes submitted_seq).
 static bool hl_host_stream_idle_locked(hl_backend_stream_t* stream) {
@@ -352,9 +350,9 @@ static bool hl_host_stream_idle_locked(hl_backend_stream_t* stream) {
 bool hl_host_stream_lock_idle(hl_backend_stream_t* stream, uint64_t* out_seq) {
   if (!stream->inline_work || stream->delay_max_us) return false;
   hl_host_stream_end_claim(stream);
-  hl_mutex_lock(&stream->push_mutex);
+  hl_spinlock_lock(&stream->push_lock);
   if (!hl_host_stream_idle_locked(stream)) {
-    mtx_unlock(&stream->push_mutex);
+    hl_spinlock_unlock(&stream->push_lock);
     return false;
   }
   *out_seq = atomic_load_explicit(&stream->submitted_seq, memory_order_relaxed);
@@ -362,7 +360,7 @@ bool hl_host_stream_lock_idle(hl_backend_stream_t* stream, uint64_t* out_seq) {
 }
 
 void hl_host_stream_unlock_idle(hl_backend_stream_t* stream) {
-  mtx_unlock(&stream->push_mutex);
+  hl_spinlock_unlock(&stream->push_lock);
 }
 
 bool hl_host_stream_claim(hl_backend_stream_t* stream) {
@@ -417,10 +415,10 @@ bool hl_host_stream_run_inline(hl_backend_stream_t* stream, hl_host_fn_t fn,
   if (HL_UNLIKELY(stream->delay_max_us)) {
     // With fault-injection delays, a coin decides, so that stress runs
     // cover both ways of running the runtime's work.
-    hl_mutex_lock(&stream->push_mutex);
+    hl_spinlock_lock(&stream->push_lock);
     bool heads = hl_host_rng_next(&stream->inline_rng) & 1;
     uint64_t delay_rng = hl_host_rng_next(&stream->inline_rng);
-    mtx_unlock(&stream->push_mutex);
+    hl_spinlock_unlock(&stream->push_lock);
     if (!heads) return false;
     hl_host_stream_delay(stream, &delay_rng);
     idle = atomic_load_explicit(&stream->completed_seq, memory_order_acquire);
