@@ -950,6 +950,9 @@ typedef struct claim_step_t {
 
 static void claim_step_fn(void* user) {
   claim_step_t* step = (claim_step_t*)user;
+  // Not from work at the claim's point (nor on the worker).
+  assert_false(step->order->t->v->stream_claim_intact(step->order->t->b,
+                                                      step->order->stream));
   step->order->at[step->id] = 1 + atomic_fetch_add(&step->order->next, 1);
   if (step->nested) {
     HL_ASSERT_OK(step->order->t->v->launch_runtime_func(
@@ -990,12 +993,16 @@ static void test_stream_claim_keeps_stream_order(void** state) {
 
   // 0 runs at once; 1 runs at once and launches 2, which waits for it and
   // for the claim; 3 comes after 2.
+  assert_false(t.v->stream_claim_intact(t.b, s));  // No claim yet.
   assert_true(t.v->stream_claim(t.b, s));
   assert_false(t.v->stream_claim(t.b, s));  // One claim per thread.
+  assert_true(t.v->stream_claim_intact(t.b, s));
   HL_ASSERT_OK(t.v->launch_runtime_func(t.b, s, claim_step_fn, &steps[0]));
   assert_int_equal(order.at[0], 1);
+  assert_true(t.v->stream_claim_intact(t.b, s));  // It ran at once.
   HL_ASSERT_OK(t.v->launch_runtime_func(t.b, s, claim_step_fn, &steps[1]));
   assert_int_equal(order.at[1], 2);
+  assert_false(t.v->stream_claim_intact(t.b, s));  // 2 is queued behind.
   HL_ASSERT_OK(t.v->launch_runtime_func(t.b, s, claim_step_fn, &steps[3]));
   t.v->stream_unclaim(t.b, s);
   HL_ASSERT_OK(t.v->stream_synchronize(t.b, s));
@@ -1010,6 +1017,7 @@ static void test_stream_claim_keeps_stream_order(void** state) {
   assert_int_equal(thrd_create(&thread, claim_pusher_main, &pusher),
                    thrd_success);
   thrd_join(thread, NULL);
+  assert_false(t.v->stream_claim_intact(t.b, s));  // 4 is behind it.
   struct timespec nap = {0, 5 * 1000 * 1000};
   thrd_sleep(&nap, NULL);
   assert_int_equal(order.at[4], 0);  // Held by the claim.

@@ -177,6 +177,11 @@ typedef struct hl_backend_vtable_t {
   // claimed; stream_unclaim is called exactly when it did.
   bool (*stream_claim)(hl_backend_t* backend, hl_backend_stream_t* stream);
   void (*stream_unclaim)(hl_backend_t* backend, hl_backend_stream_t* stream);
+  // With stream_claim: whether the calling thread's claim on |stream| still
+  // holds (nothing was enqueued behind it), so that a runtime function
+  // launched now would run at once, at the stream's point.
+  bool (*stream_claim_intact)(hl_backend_t* backend,
+                              hl_backend_stream_t* stream);
 
   hl_status_t (*memcpy_async)(hl_backend_t* backend, void* dst, const void* src,
                               size_t size, hl_backend_stream_t* stream);

@@ -699,7 +699,7 @@ static void hl_queue_suspend_issue_unlocked(hl_queue_t* queue,
 }
 
 static bool hl_queue_issue_claimed(hl_queue_t* queue, hl_submission_t* sub,
-                                   hl_issue_plan_t* plan);
+                                   hl_issue_plan_t* plan, bool claimed);
 
 // Step 2. No lock held. Returns true when issuing stopped at a host step
 // (queues completed by events): the completer goes on with it later. On an
@@ -711,13 +711,13 @@ static bool hl_queue_issue_unlocked(hl_queue_t* queue, hl_submission_t* sub,
   hl_backend_t* backend = queue->device->backend;
   bool claimed = !queue->by_events && backend->vtable->stream_claim &&
                  backend->vtable->stream_claim(backend, queue->stream);
-  bool suspended = hl_queue_issue_claimed(queue, sub, plan);
+  bool suspended = hl_queue_issue_claimed(queue, sub, plan, claimed);
   if (claimed) backend->vtable->stream_unclaim(backend, queue->stream);
   return suspended;
 }
 
 static bool hl_queue_issue_claimed(hl_queue_t* queue, hl_submission_t* sub,
-                                   hl_issue_plan_t* plan) {
+                                   hl_issue_plan_t* plan, bool claimed) {
   hl_device_t* device = queue->device;
   hl_backend_t* backend = device->backend;
   hl_issue_ctx_t ctx = {
@@ -759,6 +759,13 @@ static bool hl_queue_issue_claimed(hl_queue_t* queue, hl_submission_t* sub,
     if (op->vtable->on_cancel) {
       op->vtable->on_cancel(op, atomic_load(&sub->failure));
     }
+  }
+  if (!queue->by_events && sub->borrowed && claimed &&
+      backend->vtable->stream_claim_intact(backend, queue->stream)) {
+    // What launching the completion would do here: it would run at once,
+    // at the stream's point, and leave publishing to step 3.
+    plan->completed_at_issue = true;
+    return false;
   }
   if (!queue->by_events) {
     hl_issuing_completion_ = sub;

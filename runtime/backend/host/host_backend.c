@@ -185,6 +185,12 @@ static void hl_host_stream_unclaim_entry(hl_backend_t* backend,
   hl_host_stream_unclaim(stream);
 }
 
+static bool hl_host_stream_claim_intact_entry(hl_backend_t* backend,
+                                              hl_backend_stream_t* stream) {
+  (void)backend;
+  return hl_host_stream_claim_intact(stream);
+}
+
 static hl_status_t hl_host_launch_runtime_func(hl_backend_t* backend,
                                                hl_backend_stream_t* stream,
                                                hl_host_fn_t fn, void* user) {
@@ -410,6 +416,7 @@ static const hl_backend_vtable_t hl_host_vtable = {
     .run_runtime_func_now = hl_host_run_runtime_func_now,
     .stream_claim = hl_host_stream_claim_entry,
     .stream_unclaim = hl_host_stream_unclaim_entry,
+    .stream_claim_intact = hl_host_stream_claim_intact_entry,
     .memcpy_async = hl_host_memcpy_async,
     .memset32_async = hl_host_memset32_async,
     .malloc_async = hl_host_malloc_async,

@@ -129,6 +129,9 @@ bool hl_host_stream_is_current(hl_backend_stream_t* stream);
 // already holds a claim.
 bool hl_host_stream_claim(hl_backend_stream_t* stream);
 void hl_host_stream_unclaim(hl_backend_stream_t* stream);
+// Whether this thread's claim on |stream| still holds: runtime work it
+// launched now would run at once (not from work at the claim's point).
+bool hl_host_stream_claim_intact(hl_backend_stream_t* stream);
 bool hl_host_stream_run_inline(hl_backend_stream_t* stream, hl_host_fn_t fn,
                                void* user);
 // Whether this thread is running work of |stream| inline right now.

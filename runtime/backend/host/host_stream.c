@@ -388,6 +388,15 @@ void hl_host_stream_unclaim(hl_backend_stream_t* stream) {
   hl_host_stream_complete(stream, hl_host_claimed_seq_);
 }
 
+bool hl_host_stream_claim_intact(hl_backend_stream_t* stream) {
+  // As hl_host_stream_run_inline's claimed case: not from work running at
+  // the claim's point, and nothing queued behind the claim.
+  return hl_host_claimed_stream_ == stream &&
+         hl_host_inline_stream_ != stream &&
+         atomic_load_explicit(&stream->submitted_seq, memory_order_acquire) ==
+             hl_host_claimed_seq_;
+}
+
 bool hl_host_stream_run_inline(hl_backend_stream_t* stream, hl_host_fn_t fn,
                                void* user) {
   if (!stream->inline_work) return false;
