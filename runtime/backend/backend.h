@@ -288,7 +288,8 @@ struct hl_backend_t {
   //   * the timeline gates a submission whose waits were not settled at
   //     issue on those waits again when the stream reaches it.
   // - events_untimed: events are made without timing (hip:
-  //   hipEventDisableTiming); event_elapsed_ms fails with UNIMPLEMENTED.
+  //   hipEventDisableTiming; the host backend models that: a record is
+  //   no stream item); event_elapsed_ms fails with UNIMPLEMENTED.
   // - injects_faults: the backend honours HIPLINE_FAULTS stream delays and
   //   allocation failures (the host backend), so tests may count them.
   // - host_functions_serialized: host functions of every stream run on one

@@ -445,6 +445,7 @@ hl_status_t hl_host_backend_create(int ordinal, hl_allocator_t allocator,
   device->base.kind = HL_BACKEND_HOST;
   device->base.host_visible_memory = true;
   device->base.stream_ordered_host_work = true;
+  device->base.events_untimed = true;  // As hip's (host_item.h).
   device->base.injects_faults = true;
   device->base.host_allocator = allocator;
   device->ordinal = ordinal;

@@ -1,9 +1,8 @@
-// Host events: a (stream, sequence) pair plus the time its latest record ran.
+// Host events: a (stream, sequence) pair, untimed (events_untimed, as
+// hipline's HIP events are).
 //
-// An event depends on streams (it retains the stream it was recorded on and
-// pushes record items), never the other way round: a stream runs a record
-// item through the item's |mark| function, so host_stream.c needs nothing
-// from here.
+// An event depends on streams (it retains the stream it was recorded on),
+// never the other way round: host_stream.c needs nothing from here.
 
 #include "runtime/backend/host/host_item.h"
 #include "runtime/base/spin.h"
@@ -38,40 +37,15 @@ void hl_host_event_destroy(hl_backend_t* backend, hl_backend_event_t* event) {
   hl_host_event_release(event);
 }
 
-static void hl_host_event_mark(hl_backend_event_t* event, uint64_t generation) {
-  int64_t now = hl_time_now();
-  hl_spinlock_lock(&event->mutex);
-  if (event->generation == generation) event->time_ns = now;
-  hl_spinlock_unlock(&event->mutex);
-  hl_host_event_release(event);
-}
-
 hl_status_t hl_host_event_record(hl_backend_t* backend,
                                  hl_backend_event_t* event,
                                  hl_backend_stream_t* stream) {
-  // The event mutex is held across the push so a concurrent query sees
-  // either the old record or the new one, never a half-updated pair.
+  (void)backend;
+  // The event's lock keeps the (stream, seq) pair whole for a concurrent
+  // query. No stream item: the event completes with the stream's last
+  // sequence so far, idle or busy.
   hl_spinlock_lock(&event->mutex);
-  uint64_t seq = 0;
-  if (hl_host_stream_lock_idle(stream, &seq)) {
-    // On an idle stream the record completes at once: no item.
-    ++event->generation;
-    event->time_ns = hl_time_now();
-    hl_host_stream_unlock_idle(stream);
-  } else {
-    hl_host_item_t* item = NULL;
-    hl_status_t st = hl_host_item_alloc(((hl_host_backend_t*)backend),
-                                        HL_HOST_ITEM_RECORD, &item);
-    if (st) {
-      hl_spinlock_unlock(&event->mutex);
-      return hl_status_annotate(st, "recording an event");
-    }
-    atomic_fetch_add(&event->ref_count, 1);
-    item->record.event = event;
-    item->record.mark = hl_host_event_mark;
-    item->record.generation = ++event->generation;
-    hl_host_stream_push_item(stream, item, &seq);
-  }
+  uint64_t seq = hl_host_stream_record_seq(stream);
   hl_backend_stream_t* old = event->stream;
   hl_host_stream_retain(stream);
   event->stream = stream;
@@ -104,25 +78,11 @@ hl_status_t hl_host_event_query(hl_backend_t* backend,
 hl_status_t hl_host_event_elapsed_ms(hl_backend_t* backend,
                                      hl_backend_event_t* start,
                                      hl_backend_event_t* end, float* out_ms) {
-  bool start_done = false, end_done = false;
-  hl_host_event_query(backend, start, &start_done);
-  hl_host_event_query(backend, end, &end_done);
-  hl_spinlock_lock(&start->mutex);
-  int64_t t0 = start->time_ns;
-  bool start_recorded = start->stream != NULL;
-  hl_spinlock_unlock(&start->mutex);
-  hl_spinlock_lock(&end->mutex);
-  int64_t t1 = end->time_ns;
-  bool end_recorded = end->stream != NULL;
-  hl_spinlock_unlock(&end->mutex);
-  if (!start_recorded || !end_recorded) {
-    return HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
-                          "event_elapsed_ms: both events must be recorded");
-  }
-  if (!start_done || !end_done) {
-    return HL_MAKE_STATUS(HL_STATUS_UNAVAILABLE,
-                          "event_elapsed_ms: events not complete yet");
-  }
-  *out_ms = (float)((double)(t1 - t0) / 1e6);
-  return NULL;
+  (void)backend;
+  (void)start;
+  (void)end;
+  *out_ms = 0.0f;
+  return HL_MAKE_STATUS(HL_STATUS_UNIMPLEMENTED,
+                        "event_elapsed_ms on the host backend: events are "
+                        "untimed (events_untimed), as on hip");
 }

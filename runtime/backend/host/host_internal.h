@@ -136,14 +136,10 @@ bool hl_host_stream_run_inline(hl_backend_stream_t* stream, hl_host_fn_t fn,
                                void* user);
 // Whether this thread is running work of |stream| inline right now.
 bool hl_host_stream_running_inline(hl_backend_stream_t* stream);
-// When |stream| has nothing queued or running (and runs work inline: not
-// under HIPLINE_HOST_INLINE=0 or fault-injection delays), returns true and
-// the sequence of its last item in |*out_seq|, with |push_lock| held so that
-// nothing is pushed until hl_host_stream_unlock_idle: an event recorded now
-// is complete at once. (Runtime work may still start inline meanwhile: it
-// is not ordered before the record, so the record may precede it.)
-bool hl_host_stream_lock_idle(hl_backend_stream_t* stream, uint64_t* out_seq);
-void hl_host_stream_unlock_idle(hl_backend_stream_t* stream);
+// The sequence an event recorded on |stream| now completes with: the last
+// one enqueued (or claimed) so far, after ending this thread's claim. Work
+// another thread runs inline meanwhile may fall on either side.
+uint64_t hl_host_stream_record_seq(hl_backend_stream_t* stream);
 // Blocks until |stream| completes |seq|.
 void hl_host_stream_wait_seq(hl_backend_stream_t* stream, uint64_t seq);
 

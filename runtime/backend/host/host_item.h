@@ -10,7 +10,6 @@ typedef enum hl_host_item_kind_e {
   HL_HOST_ITEM_MEMCPY,
   HL_HOST_ITEM_MEMSET32,
   HL_HOST_ITEM_KERNEL,
-  HL_HOST_ITEM_RECORD,
   HL_HOST_ITEM_POISON,
   HL_HOST_ITEM_STOP,
 } hl_host_item_kind_t;
@@ -46,28 +45,21 @@ struct hl_host_item_t {
       _Alignas(8) unsigned char storage[HL_HOST_KERNEL_STORAGE];
     } kernel;
     struct {
-      struct hl_backend_event_t* event;  // Retained; |mark| drops it.
-      uint64_t generation;
-      // Stamps the record of |generation| as run and drops the reference
-      // (host_event.c); called by the stream's worker.
-      void (*mark)(struct hl_backend_event_t* event, uint64_t generation);
-    } record;
-    struct {
       void* ptr;
       size_t size;
     } poison;
   };
 };
 
-// An event is a (stream, sequence) pair plus the time its record ran.
+// An event is a (stream, sequence) pair: it completes when the stream has
+// finished that sequence. Untimed, as hipline's HIP events are
+// (hipEventDisableTiming): a record is no stream item, on a busy stream too.
 struct hl_backend_event_t {
   atomic_int ref_count;
   hl_host_backend_t* device;
   hl_spinlock_t mutex;          // A spin lock (base/spin.h): a few stores.
   hl_backend_stream_t* stream;  // Retained; NULL until recorded.
   uint64_t seq;
-  uint64_t generation;  // Bumped by every record.
-  int64_t time_ns;      // When the latest record ran.
 };
 
 // Item cache (host_item.c): a leaf.

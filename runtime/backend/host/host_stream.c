@@ -88,9 +88,6 @@ static void hl_host_item_execute(hl_backend_stream_t* stream,
       k->fn(params, &item->kernel.config);
       break;
     }
-    case HL_HOST_ITEM_RECORD:
-      item->record.mark(item->record.event, item->record.generation);
-      break;
     case HL_HOST_ITEM_POISON:
       memset(item->poison.ptr, 0xDB, item->poison.size);
       break;
@@ -339,28 +336,10 @@ bool hl_host_stream_is_current(hl_backend_stream_t* stream) {
          thrd_equal(thrd_current(), stream->thread) != 0;
 }
 
-// Whether nothing is queued or running on |stream|. |push_lock| held (no
-// push can race the check; an inline claim can, and then the two loads
-// differ: completed_seq only grows and never passes submitted_seq).
-static bool hl_host_stream_idle_locked(hl_backend_stream_t* stream) {
-  return atomic_load_explicit(&stream->completed_seq, memory_order_acquire) ==
-         atomic_load_explicit(&stream->submitted_seq, memory_order_relaxed);
-}
-
-bool hl_host_stream_lock_idle(hl_backend_stream_t* stream, uint64_t* out_seq) {
-  if (!stream->inline_work || stream->delay_max_us) return false;
+uint64_t hl_host_stream_record_seq(hl_backend_stream_t* stream) {
+  // What this thread ran under a claim comes before the record.
   hl_host_stream_end_claim(stream);
-  hl_spinlock_lock(&stream->push_lock);
-  if (!hl_host_stream_idle_locked(stream)) {
-    hl_spinlock_unlock(&stream->push_lock);
-    return false;
-  }
-  *out_seq = atomic_load_explicit(&stream->submitted_seq, memory_order_relaxed);
-  return true;
-}
-
-void hl_host_stream_unlock_idle(hl_backend_stream_t* stream) {
-  hl_spinlock_unlock(&stream->push_lock);
+  return atomic_load_explicit(&stream->submitted_seq, memory_order_acquire);
 }
 
 bool hl_host_stream_claim(hl_backend_stream_t* stream) {
