@@ -139,13 +139,8 @@ static inline hl_status_t hl_recycler_alloc(hl_recycler_t* recycler,
 // call.
 static inline hl_status_t hl_recycler_alloc_default(hl_recycler_t* recycler,
                                                     void** out_object) {
-  void* object = hl_recycler_take_cached(recycler);
-  if (__builtin_expect(object != NULL, 1)) {
-    *out_object = object;
-    return NULL;
-  }
-  hl_allocator_t none = {NULL, NULL, NULL};
-  return hl_recycler_alloc_slow(recycler, none, out_object);
+  hl_allocator_t none = {NULL, NULL, NULL};  // Folds to the cached path.
+  return hl_recycler_alloc(recycler, none, out_object);
 }
 // Gives |object| (from hl_recycler_alloc on this recycler; NULL is ignored)
 // back: kept for reuse, or freed through its allocator when the recycler

@@ -142,17 +142,27 @@ static bool hl_alloca_release_light(hl_op_t* base, hl_status_t status) {
                             op->owns_root, true);
 }
 
-// The submission may outlive hl_queue_alloca (and so the root's buffer).
+// An op's own operation reference on |root|, in place of the one it
+// borrowed (own_refs: the submission may outlive its submitter's call).
+static void hl_root_op_own(hl_root_t* root, bool* owns) {
+  if (*owns) return;
+  hl_root_retain_for_op(root);
+  *owns = true;
+}
+
 static void hl_alloca_own_refs(hl_op_t* base) {
   hl_alloca_op_t* op = (hl_alloca_op_t*)base;
-  if (op->owns_root) return;
-  hl_root_retain_for_op(op->root);
-  op->owns_root = true;
+  hl_root_op_own(op->root, &op->owns_root);
 }
 
 static const hl_op_vtable_t hl_alloca_vtable = {
-    hl_alloca_issue,     hl_alloca_release,       hl_alloca_on_submit,
-    hl_alloca_on_cancel, hl_alloca_release_light, hl_alloca_own_refs};
+    .issue = hl_alloca_issue,
+    .release = hl_alloca_release,
+    .on_submit = hl_alloca_on_submit,
+    .on_cancel = hl_alloca_on_cancel,
+    .release_light = hl_alloca_release_light,
+    .own_refs = hl_alloca_own_refs,
+};
 
 hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
                             const hl_fence_t* signal_fence, uint64_t size,
@@ -318,14 +328,17 @@ static bool hl_dealloca_release_light(hl_op_t* base, hl_status_t status) {
 
 static void hl_dealloca_own_refs(hl_op_t* base) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
-  if (op->owns_root) return;
-  hl_root_retain_for_op(op->root);
-  op->owns_root = true;
+  hl_root_op_own(op->root, &op->owns_root);
 }
 
 static const hl_op_vtable_t hl_dealloca_vtable = {
-    hl_dealloca_issue,  hl_dealloca_release,       hl_dealloca_on_submit,
-    hl_dealloca_cancel, hl_dealloca_release_light, hl_dealloca_own_refs};
+    .issue = hl_dealloca_issue,
+    .release = hl_dealloca_release,
+    .on_submit = hl_dealloca_on_submit,
+    .on_cancel = hl_dealloca_cancel,
+    .release_light = hl_dealloca_release_light,
+    .own_refs = hl_dealloca_own_refs,
+};
 
 hl_queue_t* hl_buffer_affinity_queue(const hl_buffer_t* buffer) {
   return buffer ? buffer->root->affinity_queue : NULL;

@@ -133,9 +133,11 @@ static bool hl_transfer_release_light(hl_op_t* base, hl_status_t status) {
 }
 
 static const hl_op_vtable_t hl_transfer_vtable = {
-    hl_transfer_issue,         hl_transfer_release,
-    hl_transfer_on_submit,     NULL,
-    hl_transfer_release_light, NULL};
+    .issue = hl_transfer_issue,
+    .release = hl_transfer_release,
+    .on_submit = hl_transfer_on_submit,
+    .release_light = hl_transfer_release_light,
+};
 
 static hl_status_t hl_transfer_check_range(const char* what, hl_queue_t* queue,
                                            const hl_buffer_t* buffer,

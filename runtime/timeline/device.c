@@ -315,7 +315,7 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
     if (!device->queue_depth) device->queue_depth = HL_QUEUE_DEPTH_DEFAULT;
   }
   atomic_init(&device->next_queue_id, 0);
-  hl_spinlock_init(&device->mutex);
+  hl_spinlock_init(&device->lock);
   if (!st && (mtx_init(&device->work_mutex, mtx_plain) != thrd_success ||
               cnd_init(&device->work_cond) != thrd_success ||
               cnd_init(&device->idle_cond) != thrd_success)) {

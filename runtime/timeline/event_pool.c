@@ -1,16 +1,16 @@
 // The device's event pool: backend events are recycled rather than
 // destroyed, and a submission's shared event goes back to the pool when its
-// last reference is dropped. The pool is under the device's mutex, a leaf.
+// last reference is dropped. The pool is under the device's lock, a leaf.
 
 #include <stdlib.h>
 
 #include "runtime/base/recycler.h"
 #include "runtime/timeline/timeline_internal.h"
 
-void hl_device_lock(hl_device_t* device) { hl_spinlock_lock(&device->mutex); }
+void hl_device_lock(hl_device_t* device) { hl_spinlock_lock(&device->lock); }
 
 void hl_device_unlock(hl_device_t* device) {
-  hl_spinlock_unlock(&device->mutex);
+  hl_spinlock_unlock(&device->lock);
 }
 
 hl_backend_event_t* hl_device_take_event(hl_device_t* device) {

@@ -760,7 +760,8 @@ static bool hl_queue_issue_claimed(hl_queue_t* queue, hl_submission_t* sub,
       op->vtable->on_cancel(op, atomic_load(&sub->failure));
     }
   }
-  if (!queue->by_events && sub->borrowed && claimed &&
+  // (A claim is never taken on queues completed by events.)
+  if (sub->borrowed && claimed &&
       backend->vtable->stream_claim_intact(backend, queue->stream)) {
     // What launching the completion would do here: it would run at once,
     // at the stream's point, and leave publishing to step 3.
@@ -1498,9 +1499,9 @@ void hl_queue_release(hl_queue_t* queue) {
   if (!queue) return;
   // Fast path: not the last reference.
   if (hl_ref_drop_unless_last(&queue->ref_count)) return;
-  // The last reference goes under the device's mutex, together with the
+  // The last reference goes under the device's lock, together with the
   // queue's entry in its device, so hl_device_snapshot_queues (which retains
-  // under the same mutex) never picks up a dying queue.
+  // under the same lock) never picks up a dying queue.
   hl_device_t* device = queue->device;
   hl_device_lock(device);
   if (atomic_fetch_sub_explicit(&queue->ref_count, 1, memory_order_acq_rel) !=
@@ -1820,12 +1821,11 @@ static bool hl_host_call_release_light(hl_op_t* base, hl_status_t status) {
   return true;
 }
 
-static const hl_op_vtable_t hl_host_call_vtable = {hl_host_call_issue,
-                                                   hl_host_call_release,
-                                                   NULL,
-                                                   NULL,
-                                                   hl_host_call_release_light,
-                                                   NULL};
+static const hl_op_vtable_t hl_host_call_vtable = {
+    .issue = hl_host_call_issue,
+    .release = hl_host_call_release,
+    .release_light = hl_host_call_release_light,
+};
 
 hl_status_t hl_queue_host_call(hl_queue_t* queue, const hl_fence_t* wait_fence,
                                const hl_fence_t* signal_fence,
@@ -1934,7 +1934,7 @@ void hl_queue_stats(hl_queue_t* queue, hl_queue_stats_t* out_stats) {
 //===----------------------------------------------------------------------===//
 
 // Whether every queue of the device has no issuer between plan and the end
-// of publish. The device's mutex keeps the listed queues alive.
+// of publish. The device's lock keeps the listed queues alive.
 static bool hl_device_issuers_idle(hl_device_t* device) {
   bool idle = true;
   hl_device_lock(device);

@@ -30,7 +30,7 @@ hl_status_t hl_semaphore_create(uint64_t initial_value,
   HL_RETURN_IF_ERROR(
       hl_recycler_alloc(&hl_semaphore_recycler_, host_allocator, (void**)&s),
       "creating a semaphore");
-  hl_spinlock_init(&s->mutex);
+  hl_spinlock_init(&s->lock);
   atomic_init(&s->ref_count, 1);
   s->id = atomic_fetch_add(&hl_next_semaphore_id_, 1);
   atomic_init(&s->value, initial_value);

@@ -10,7 +10,7 @@
 //      timepoints and waiter list, and serialises writes of its value and
 //      failure (readers use the atomics without it).
 //   3. Leaves, taken last and never held across anything else: a device's
-//      mutex (its queue list and event pool), its work mutex, a queue's
+//      lock (its queue list and event pool), its work mutex, a queue's
 //      completer mutex and space mutex, a host waiter's own mutex, a root's
 //      lock, the backend's locks.
 // Order: a queue's lock, then any number of semaphore locks one at a time
@@ -118,15 +118,15 @@ struct hl_device_t {
 
   // Leaf lock for the queue list and the event pool below: a spin lock
   // (base/spin.h; its sections are a few dozen instructions or a realloc).
-  hl_spinlock_t mutex;
+  hl_spinlock_t lock;
   // Queues of this device (not retained; a queue removes itself when it is
-  // destroyed). |mutex|.
+  // destroyed). |lock|.
   hl_queue_t** queues;
   uint32_t queue_count;
   uint32_t queue_capacity;
   atomic_uint next_queue_id;
 
-  // Recycled backend events. |mutex|.
+  // Recycled backend events. |lock|.
   hl_backend_event_t** free_events;
   uint32_t free_event_count;
   uint32_t free_event_capacity;
@@ -213,7 +213,7 @@ void hl_device_enqueue_cleanup(hl_device_t* device, hl_work_t* work,
 void hl_device_unreserve_work(hl_device_t* device);
 // Blocks until every issuer that had started on one of the device's queues
 // (between planning a submission and the end of its publish step) is done
-// (queue.c; takes the device's mutex).
+// (queue.c; takes the device's lock).
 void hl_device_wait_issuers(hl_device_t* device);
 // Blocks until every issuer has finished (hl_device_wait_issuers) and then
 // every work item enqueued so far has run.
@@ -224,7 +224,7 @@ void hl_device_stop_work(hl_device_t* device);
 // runtime's own threads, which never block on a queue's depth.
 bool hl_device_on_runtime_thread(hl_device_t* device);
 
-// Event pool (event_pool.c; takes the device's mutex, a leaf). Issuing
+// Event pool (event_pool.c; takes the device's lock, a leaf). Issuing
 // takes a pooled event, or NULL when the pool is empty (the issuer then
 // creates one, unlocked); recycling puts one back.
 hl_backend_event_t* hl_device_take_event(hl_device_t* device);
@@ -286,25 +286,25 @@ struct hl_semaphore_t {
   uint64_t id;           // Unique for the process; never reused.
   // See the top of this file. A spin lock (base/spin.h): its sections are
   // short and never wait for other work.
-  hl_spinlock_t mutex;
-  // Only grows: raised under |mutex|, or without it by
+  hl_spinlock_t lock;
+  // Only grows: raised under |lock|, or without it by
   // hl_semaphore_signal_unlocked's fast path (a compare-and-swap either way),
   // or by the owning queue alone (hl_semaphore_signal_owned).
   _Atomic uint64_t value;
-  _Atomic(hl_status_t) failure;  // First failure; written once, |mutex|.
-  // Highest value with a device timepoint. Written under |mutex|; a pump
-  // reads it without (and re-checks under |mutex| before it parks). A fast
+  _Atomic(hl_status_t) failure;  // First failure; written once, |lock|.
+  // Highest value with a device timepoint. Written under |lock|; a pump
+  // reads it without (and re-checks under |lock| before it parks). A fast
   // signal does not raise it: hl_semaphore_issued_value reads the larger of
   // it and |value|.
   _Atomic uint64_t issued_value;
-  // |mutex| for the rest.
+  // |lock| for the rest.
   hl_timepoint_t* timepoints;       // Ascending by value.
   hl_timepoint_t* timepoints_tail;  // Last entry: new values append in O(1).
   hl_waiter_t* waiters;
-  // Registered waiters: changed under |mutex|, read without it by
+  // Registered waiters: changed under |lock|, read without it by
   // hl_semaphore_signal_owned and hl_semaphore_signal_unlocked.
   atomic_uint waiter_count;
-  // Entries of |timepoints|: changed under |mutex|, read without it by
+  // Entries of |timepoints|: changed under |lock|, read without it by
   // hl_semaphore_signal_unlocked (its fast path needs none attached).
   atomic_uint timepoint_count;
   // A queue's own timeline (or its internal done semaphore): only the queue
@@ -333,10 +333,10 @@ bool hl_semaphore_release_unless_last(hl_semaphore_t* semaphore);
 bool hl_queue_release_unless_last(hl_queue_t* queue);
 
 static inline void hl_semaphore_lock(hl_semaphore_t* semaphore) {
-  hl_spinlock_lock(&semaphore->mutex);
+  hl_spinlock_lock(&semaphore->lock);
 }
 static inline void hl_semaphore_unlock(hl_semaphore_t* semaphore) {
-  hl_spinlock_unlock(&semaphore->mutex);
+  hl_spinlock_unlock(&semaphore->lock);
 }
 static inline uint64_t hl_semaphore_issued_value(hl_semaphore_t* semaphore) {
   uint64_t issued =
