@@ -583,6 +583,7 @@ static hl_status_t hl_invocation_import(hl_invocation_t* inv, bool no_alias) {
     // all the same, it carries no failure).
     bool produced = !is_argument && !persistent;
     hl_spinlock_lock(&root->lock);
+    hl_root_note_use_locked(root);
     if (hl_fence_count(root->use_fence) >= 8)
       hl_fence_prune_reached(root->use_fence);
     hl_status_t st = hl_fence_insert(root->use_fence, inv->signal, 1);
@@ -710,6 +711,7 @@ hl_status_t hl_invocation_invoke(hl_invocation_t* inv) {
   for (uint32_t i = 0; i < inv->argument_count && !st; ++i) {
     hl_root_t* root = inv->arguments[i]->root;
     hl_spinlock_lock(&root->lock);
+    hl_root_note_use_locked(root);
     if (hl_fence_count(root->use_fence) >= 8)
       hl_fence_prune_reached(root->use_fence);
     st = hl_fence_insert(root->use_fence, inv->signal, 1);

@@ -259,6 +259,8 @@ static void hl_dealloca_on_submit(hl_op_t* base, hl_queue_t* queue,
 // submission's signals are published, so a caller that sees the failed
 // signal can retry at once.
 static void hl_dealloca_settle(hl_dealloca_op_t* op) {
+  // A free that ran settled it (hl_dealloca_freed), earlier in stream order.
+  if (atomic_load_explicit(&op->settled, memory_order_acquire)) return;
   if (atomic_exchange(&op->settled, true)) return;
   if (!op->frees || atomic_load(&op->freed)) return;
   atomic_store(&op->root->dealloca_scheduled, false);
@@ -272,8 +274,10 @@ static void hl_dealloca_settle_fn(void* user) {
 
 // The free succeeded (hl_root_free_memory counted the dealloca).
 static void hl_dealloca_freed(hl_dealloca_op_t* op) {
-  // Read by the settle step, later in stream order.
+  // Read by the settle step, later in stream order: it has nothing to
+  // decide, so it is settled too (the step then skips its exchange).
   atomic_store_explicit(&op->freed, true, memory_order_release);
+  atomic_store_explicit(&op->settled, true, memory_order_release);
 }
 
 // The stream work: mark the root freed and return its memory on the stream.
@@ -402,7 +406,14 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
   hl_status_t st =
       hl_recycler_alloc_default(&hl_dealloca_op_recycler_, (void**)&op);
   if (!st) st = hl_fence_join(&waits, wait_fence);
-  if (!st) {
+  // Only the alloca's use on this (its affinity) queue: queue order covers
+  // it, and the root's lock is not needed to know (uses_recorded). A use
+  // recorded by a submission ordered before this call is seen; one racing
+  // with it is unordered with the dealloca either way.
+  bool own_uses_only =
+      queue == root->affinity_queue &&
+      !atomic_load_explicit(&root->uses_recorded, memory_order_acquire);
+  if (!st && !own_uses_only) {
     hl_semaphore_t* own = hl_queue_timeline(queue);
     hl_spinlock_lock(&root->lock);
     for (size_t i = 0; i < root->use_fence->count && !st; ++i) {

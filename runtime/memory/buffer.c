@@ -409,7 +409,15 @@ static bool hl_root_wants_fallback(hl_root_t* root) {
 
 void hl_root_release(hl_root_t* root) {
   if (!root) return;
-  uint64_t old = atomic_load_explicit(&root->refs, memory_order_relaxed);
+  // Acquire: a reference dropped on another thread is ordered before this.
+  uint64_t old = atomic_load_explicit(&root->refs, memory_order_acquire);
+  if (old == 1 && !hl_root_wants_fallback(root)) {
+    // The caller holds the only reference (no operation holds one), so no
+    // other thread can take or drop one (every retain starts from a held
+    // reference): the count needs no read-modify-write to reach zero.
+    hl_root_last_release(root);
+    return;
+  }
   for (;;) {
     uint32_t total = (uint32_t)old;
     uint32_t ops = (uint32_t)(old >> 32);
@@ -458,6 +466,7 @@ static void hl_root_last_release(hl_root_t* root) {
 static void hl_root_record_use_locked(hl_root_t* root, hl_queue_t* queue,
                                       uint64_t value, bool write) {
   hl_semaphore_t* timeline = hl_queue_timeline(queue);
+  hl_root_note_use_locked(root);
   if (hl_fence_count(root->use_fence) >= 8)
     hl_fence_prune_reached(root->use_fence);
   hl_status_t st = hl_fence_insert(root->use_fence, timeline, value);
@@ -1218,8 +1227,12 @@ void hl_buffer_retain(hl_buffer_t* buffer) {
 
 void hl_buffer_release(hl_buffer_t* buffer) {
   if (!buffer) return;
-  if (atomic_fetch_sub_explicit(&buffer->ref_count, 1, memory_order_acq_rel) !=
-      1) {
+  // The only reference (every retain starts from a held one, so none can
+  // appear meanwhile) needs no read-modify-write; acquire orders the other
+  // threads' releases before the destroy.
+  if (atomic_load_explicit(&buffer->ref_count, memory_order_acquire) != 1 &&
+      atomic_fetch_sub_explicit(&buffer->ref_count, 1, memory_order_acq_rel) !=
+          1) {
     return;
   }
   hl_root_t* root = buffer->root;

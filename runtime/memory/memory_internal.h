@@ -51,6 +51,11 @@ typedef struct hl_root_t {
   atomic_bool escaped;
   // The fallback took over when the last buffer went (at most once).
   atomic_bool fallback_started;
+  // A use beyond the alloca's own was recorded (hl_root_record_use; set
+  // under |lock| before the fences change, never cleared). While it is
+  // unset, every use is the alloca's, on the affinity queue's timeline, so
+  // a dealloca on that queue has no use to wait for and skips |lock|.
+  atomic_bool uses_recorded;
   // Timeline resource; guarded by |lock| (short sections: fence edits).
   hl_spinlock_t lock;
   hl_fence_t* use_fence;         // &use_fence_storage.
@@ -88,6 +93,12 @@ struct hl_buffer_t {
 
 static inline hl_root_t* hl_buffer_root(const hl_buffer_t* buffer) {
   return buffer->root;
+}
+
+// Marks |root| as having uses beyond its alloca's (hl_root_t.uses_recorded).
+// Its lock held, before its fences change.
+static inline void hl_root_note_use_locked(hl_root_t* root) {
+  atomic_store_explicit(&root->uses_recorded, true, memory_order_relaxed);
 }
 
 // Creates an ASYNC pool root with affinity to |queue| (state PENDING) and
