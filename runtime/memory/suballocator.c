@@ -44,6 +44,7 @@
 
 #include "runtime/base/faults.h"
 #include "runtime/base/log.h"
+#include "runtime/base/spin.h"
 #include "runtime/base/trace.h"
 #include "runtime/timeline/timeline_internal.h"
 
@@ -95,10 +96,14 @@ typedef struct hl_sa_pool_t {
 } hl_sa_pool_t;
 
 struct hl_suballocator_t {
-  // Everything below. Never held across a backend call: growing and giving
-  // slabs back call the backend (which may wait for the device on ROCm)
-  // between two holds, so other queues' allocas and frees go on meanwhile.
-  mtx_t mutex;
+  // Everything below: a spin lock (base/spin.h; an alloca and a dealloca
+  // each take it once, where a mtx_t cost two locked instructions). Never
+  // held across a backend call (but by destroy, which nothing runs beside):
+  // growing and giving slabs back call the backend (which may wait for the
+  // device on ROCm) between two holds, so other queues' allocas and frees
+  // go on meanwhile. Under it: block and slab lists, bins, statistics, a
+  // semaphore's value and failure (leaf), and the C library's allocator.
+  hl_spinlock_t lock;
   hl_backend_t* backend;
   uint64_t release_threshold;
   bool poison;
@@ -550,7 +555,7 @@ static uint64_t hl_sa_release(hl_suballocator_t* sa, hl_sa_slab_t* detached,
   }
   if (own) sa->backend->vtable->stream_destroy(sa->backend, own);
   uint64_t count = 0;
-  mtx_lock(&sa->mutex);
+  hl_spinlock_lock(&sa->lock);
   while (kept) {
     hl_sa_slab_t* slab = kept;
     kept = slab->next;
@@ -561,7 +566,7 @@ static uint64_t hl_sa_release(hl_suballocator_t* sa, hl_sa_slab_t* detached,
     ++sa->stats.slab_releases;
     ++count;
   }
-  mtx_unlock(&sa->mutex);
+  hl_spinlock_unlock(&sa->lock);
   while (released) {
     hl_sa_slab_t* slab = released;
     released = slab->next;
@@ -603,11 +608,7 @@ hl_status_t hl_suballocator_create(hl_backend_t* backend,
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "allocating the suballocator");
   }
-  if (mtx_init(&sa->mutex, mtx_plain) != thrd_success) {
-    free(sa);
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "creating the suballocator mutex");
-  }
+  hl_spinlock_init(&sa->lock);
   sa->backend = backend;
   sa->release_threshold = release_threshold;
   sa->poison = poison;
@@ -617,7 +618,7 @@ hl_status_t hl_suballocator_create(hl_backend_t* backend,
 
 void hl_suballocator_destroy(hl_suballocator_t* sa) {
   if (!sa) return;
-  mtx_lock(&sa->mutex);
+  hl_spinlock_lock(&sa->lock);
   if (sa->slabs) {
     // Every queue is gone and drained: timepoints no longer matter.
     hl_backend_stream_t* stream = NULL;
@@ -652,12 +653,11 @@ void hl_suballocator_destroy(hl_suballocator_t* sa) {
     sa->spare = b->next;
     free(b);
   }
-  mtx_unlock(&sa->mutex);
+  hl_spinlock_unlock(&sa->lock);
   for (uint32_t i = 0; i < sa->timeline_capacity; ++i) {
     hl_semaphore_release(sa->timelines[i]);
   }
   free(sa->timelines);
-  mtx_destroy(&sa->mutex);
   free(sa);
 }
 
@@ -676,10 +676,10 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
   }
   uint64_t rounded = (size + HL_SA_ALIGNMENT - 1) & ~(HL_SA_ALIGNMENT - 1);
   uint32_t pool = rounded <= HL_SA_SMALL_MAX ? 0 : 1;
-  mtx_lock(&sa->mutex);
+  hl_spinlock_lock(&sa->lock);
   hl_suballocation_t* spare = hl_sa_block_new(sa);
   if (!spare) {
-    mtx_unlock(&sa->mutex);
+    hl_spinlock_unlock(&sa->lock);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "allocating suballocator metadata");
   }
@@ -706,14 +706,14 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
     hl_sa_take(sa, b, rounded, spare);
     *out_ptr = b->slab->base + b->offset;
     *out_allocation = b;
-    mtx_unlock(&sa->mutex);
+    hl_spinlock_unlock(&sa->lock);
     return NULL;
   }
   // Growing calls the backend, without the lock (see hl_suballocator_t).
   hl_suballocation_t* first = hl_sa_block_new(sa);
   if (!first) {
     hl_sa_block_recycle(sa, spare);
-    mtx_unlock(&sa->mutex);
+    hl_spinlock_unlock(&sa->lock);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "allocating suballocator metadata");
   }
@@ -723,7 +723,7 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
   // idle segments until out of memory or empty_cache.
   hl_sa_slab_t* empty = hl_sa_detach_empty_locked(sa, 0, stream, queue_id);
   uint64_t slab_size = hl_sa_slab_size(sa, pool, rounded);
-  mtx_unlock(&sa->mutex);
+  hl_spinlock_unlock(&sa->lock);
   hl_sa_release_and_trim_pool(sa, empty, stream, false);
   hl_sa_slab_t* slab = NULL;
   hl_status_t st = hl_sa_slab_new(sa, slab_size, stream, &slab);
@@ -732,13 +732,13 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
     // Out of memory: give back whole free slabs, then retry once with a
     // slab of exactly the request's size (the last bytes of the device).
     hl_status_free(st);
-    mtx_lock(&sa->mutex);
+    hl_spinlock_lock(&sa->lock);
     empty = hl_sa_detach_empty_locked(sa, 0, stream, queue_id);
-    mtx_unlock(&sa->mutex);
+    hl_spinlock_unlock(&sa->lock);
     hl_sa_release_and_trim_pool(sa, empty, stream, true);
     st = hl_sa_slab_new(sa, rounded, stream, &slab);
   }
-  mtx_lock(&sa->mutex);
+  hl_spinlock_lock(&sa->lock);
   if (st) {
     if (retried) {
       st = hl_status_annotate(
@@ -752,14 +752,14 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
     }
     hl_sa_block_recycle(sa, first);
     hl_sa_block_recycle(sa, spare);
-    mtx_unlock(&sa->mutex);
+    hl_spinlock_unlock(&sa->lock);
     return st;
   }
   b = hl_sa_attach_new_locked(sa, slab, first, pool, queue_id, timeline, value);
   hl_sa_take(sa, b, rounded, spare);
   *out_ptr = b->slab->base + b->offset;
   *out_allocation = b;
-  mtx_unlock(&sa->mutex);
+  hl_spinlock_unlock(&sa->lock);
   return NULL;
 }
 
@@ -767,7 +767,9 @@ void hl_suballocator_free(hl_suballocator_t* sa, hl_suballocation_t* b,
                           hl_backend_stream_t* stream, uint32_t queue_id,
                           hl_semaphore_t* timeline, uint64_t value) {
   (void)stream;
-  mtx_lock(&sa->mutex);
+  // The block is still the freer's: poisoned before the lock.
+  if (sa->poison) memset(b->slab->base + b->offset, 0xDB, (size_t)b->size);
+  hl_spinlock_lock(&sa->lock);
   sa->stats.used_bytes -= b->size;
   b->free = true;
   b->freed_by = queue_id;
@@ -779,17 +781,16 @@ void hl_suballocator_free(hl_suballocator_t* sa, hl_suballocation_t* b,
                         ? value
                         : UINT64_MAX;  // Cannot be read: same queue only.
   }
-  if (sa->poison) memset(b->slab->base + b->offset, 0xDB, (size_t)b->size);
   hl_sa_coalesce_and_bin(sa, b);
-  mtx_unlock(&sa->mutex);
+  hl_spinlock_unlock(&sa->lock);
 }
 
 uint64_t hl_suballocator_trim(hl_suballocator_t* sa, uint64_t min_bytes_to_keep,
                               hl_backend_stream_t* stream, uint32_t queue_id) {
-  mtx_lock(&sa->mutex);
+  hl_spinlock_lock(&sa->lock);
   hl_sa_slab_t* empty =
       hl_sa_detach_empty_locked(sa, min_bytes_to_keep, stream, queue_id);
-  mtx_unlock(&sa->mutex);
+  hl_spinlock_unlock(&sa->lock);
   return hl_sa_release(sa, empty, stream);
 }
 
@@ -799,7 +800,7 @@ uint64_t hl_suballocator_release_threshold(hl_suballocator_t* sa) {
 
 void hl_suballocator_stats(hl_suballocator_t* sa,
                            hl_suballocator_stats_t* out_stats) {
-  mtx_lock(&sa->mutex);
+  hl_spinlock_lock(&sa->lock);
   *out_stats = sa->stats;
   out_stats->free_bytes = sa->stats.slab_bytes - sa->stats.used_bytes;
   out_stats->largest_free_block = 0;
@@ -816,12 +817,12 @@ void hl_suballocator_stats(hl_suballocator_t* sa,
       }
     }
   }
-  mtx_unlock(&sa->mutex);
+  hl_spinlock_unlock(&sa->lock);
 }
 
 hl_status_t hl_suballocator_verify(hl_suballocator_t* sa) {
   hl_status_t st = NULL;
-  mtx_lock(&sa->mutex);
+  hl_spinlock_lock(&sa->lock);
   uint64_t used = 0, slab_bytes = 0, slabs = 0, free_blocks = 0;
   for (hl_sa_slab_t* s = sa->slabs; s && !st; s = s->next) {
     ++slabs;
@@ -888,6 +889,6 @@ hl_status_t hl_suballocator_verify(hl_suballocator_t* sa) {
         (unsigned long long)sa->stats.slabs, (unsigned long long)binned,
         (unsigned long long)free_blocks);
   }
-  mtx_unlock(&sa->mutex);
+  hl_spinlock_unlock(&sa->lock);
   return st;
 }
