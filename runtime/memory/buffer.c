@@ -415,6 +415,7 @@ void hl_root_release(hl_root_t* root) {
     // The caller holds the only reference (no operation holds one), so no
     // other thread can take or drop one (every retain starts from a held
     // reference): the count needs no read-modify-write to reach zero.
+    atomic_store_explicit(&root->refs, 0, memory_order_relaxed);
     hl_root_last_release(root);
     return;
   }
