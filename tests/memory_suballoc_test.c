@@ -10,6 +10,7 @@
 #include <string.h>
 #include <threads.h>
 
+#include "runtime/backend/host/host_internal.h"
 #include "runtime/memory/suballocator.h"
 #include "tests/memory_util.h"
 
@@ -413,11 +414,14 @@ static hl_device_t* hipline_device(int checked, uint64_t limit_bytes) {
 // memory is poisoned: a block handed out while another queue still used it
 // would read back poison or the other queue's pattern. Without checked mode
 // (hip) only the other queue's pattern shows a block handed out early.
-static void test_fill_verify_across_queues_checked(void** state) {
-  (void)state;
-  hl_device_t* d = hipline_device(1, 0);
-  assert_int_equal(hl_device_checked(d),
-                   d->backend->vtable->set_poison != NULL);
+// Unchecked, allocas and deallocas on a quiet queue run at once
+// (hl_op_vtable_t.run_at_once), the others on the stream: both kinds mix.
+static void fill_verify_across_queues(int checked) {
+  hl_device_t* d = hipline_device(checked, 0);
+  if (checked) {
+    assert_int_equal(hl_device_checked(d),
+                     d->backend->vtable->set_poison != NULL);
+  }
   hl_queue_t* q[2] = {hl_test_queue_create(d), hl_test_queue_create(d)};
   hl_semaphore_t* s[2] = {hl_test_semaphore_create(),
                           hl_test_semaphore_create()};
@@ -492,6 +496,57 @@ static void test_fill_verify_across_queues_checked(void** state) {
     hl_semaphore_release(s[k]);
     hl_queue_release(q[k]);
   }
+  hl_device_release(d);
+}
+
+static void test_fill_verify_across_queues_checked(void** state) {
+  (void)state;
+  fill_verify_across_queues(1);
+}
+
+static void test_fill_verify_across_queues_unchecked(void** state) {
+  (void)state;
+  fill_verify_across_queues(0);
+}
+
+// On a quiet queue an alloca that the suballocator serves from free space,
+// and its dealloca, need no stream (hl_op_vtable_t.run_at_once): a steady
+// run of pairs puts nothing on the queue's stream and asks the backend for
+// nothing, and still counts, reuses and returns its memory, with the
+// queue's timeline at each submission's value when its call returns.
+static void test_quiet_pairs_run_without_stream_work(void** state) {
+  (void)state;
+  hl_device_t* d = hipline_device(0, 0);
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_semaphore_t* timeline = hl_queue_timeline(q);
+  // The first alloca grows the pool: a slab from the backend, on the stream.
+  hl_buffer_t* warm = mem_alloca(q, NULL, 0, NULL, 0, 4 * KIB);
+  mem_dealloca(q, NULL, 0, NULL, 0, warm);
+  hl_buffer_release(warm);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  bool host = hl_test_backend_kind() == HL_BACKEND_HOST;
+  hl_backend_stream_t* stream = hl_queue_stream(q);
+  uint64_t pushed = host ? hl_host_stream_submitted(stream) : 0;
+  hl_memory_stats_t before = hl_test_memory_stats(d);
+  const uint64_t pairs = 100;
+  for (uint64_t i = 0; i < pairs; ++i) {
+    hl_buffer_t* b = NULL;
+    HL_ASSERT_OK(hl_queue_alloca(q, NULL, NULL, (i % 4 + 1) * KIB, 0, &b));
+    assert_int_equal(hl_semaphore_value(timeline), hl_queue_submitted_value(q));
+    HL_ASSERT_OK(hl_queue_dealloca(q, NULL, NULL, b));
+    assert_int_equal(hl_semaphore_value(timeline), hl_queue_submitted_value(q));
+    hl_buffer_release(b);
+  }
+  if (host) assert_int_equal(hl_host_stream_submitted(stream), pushed);
+  hl_memory_stats_t after = hl_test_memory_stats(d);
+  assert_int_equal(after.allocas - before.allocas, pairs);
+  assert_int_equal(after.deallocas - before.deallocas, pairs);
+  assert_int_equal(after.pool_block_reuses - before.pool_block_reuses, pairs);
+  assert_int_equal(after.pool_slab_allocs, before.pool_slab_allocs);
+  assert_int_equal(after.bytes_in_use, 0);
+  assert_int_equal(after.pool_used_bytes, 0);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  hl_queue_release(q);
   hl_device_release(d);
 }
 
@@ -801,6 +856,8 @@ int main(void) {
       cmocka_unit_test(test_oom_trims_then_fails_with_sizes),
       cmocka_unit_test(test_randomized_against_model),
       cmocka_unit_test(test_fill_verify_across_queues_checked),
+      cmocka_unit_test(test_fill_verify_across_queues_unchecked),
+      cmocka_unit_test(test_quiet_pairs_run_without_stream_work),
       cmocka_unit_test(test_queue_alloca_oom),
       cmocka_unit_test(test_release_threshold_at_sync_points),
       cmocka_unit_test(test_host_memory_setting),

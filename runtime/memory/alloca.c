@@ -54,6 +54,19 @@ static void hl_alloca_on_submit(hl_op_t* base, hl_queue_t* queue,
   hl_root_record_first_use(op->root, queue, value);
 }
 
+// The memory is |ptr|: the root is live.
+static void hl_alloca_commit(hl_alloca_op_t* op, void* ptr) {
+  hl_root_t* root = op->root;
+  // Release stores (no full barrier each): a reader that sees LIVE sees
+  // the pointer, and the root's last release is ordered after this by the
+  // op's reference.
+  atomic_store_explicit(&root->ptr, ptr, memory_order_release);
+  atomic_store_explicit(&root->state, HL_ROOT_LIVE, memory_order_release);
+  hl_memory_note(root->device, op->queue_id, HL_MEMORY_EVENT_ALLOCA,
+                 root->size);
+  HL_TRACE_INSTANT("alloca", root->size);
+}
+
 // Allocates from the pool on |op->stream|; out of memory trims the pool and
 // retries once.
 static hl_status_t hl_alloca_allocate(void* user) {
@@ -79,15 +92,24 @@ static hl_status_t hl_alloca_allocate(void* user) {
     HL_TRACE_ZONE_END(zone);
     return st;
   }
-  // Release stores (no full barrier each): a reader that sees LIVE sees
-  // the pointer, and the root's last release is ordered after this by the
-  // op's reference.
-  atomic_store_explicit(&root->ptr, ptr, memory_order_release);
-  atomic_store_explicit(&root->state, HL_ROOT_LIVE, memory_order_release);
-  hl_memory_note(op->device, op->queue_id, HL_MEMORY_EVENT_ALLOCA, root->size);
-  HL_TRACE_INSTANT("alloca", root->size);
+  hl_alloca_commit(op, ptr);
   HL_TRACE_ZONE_END(zone);
   return NULL;
+}
+
+// The alloca on a quiet queue (hl_op_vtable_t.run_at_once): served from
+// hipline's suballocator without growing it, it needs no stream, because
+// everything before it on the queue (its frees included) has completed.
+static bool hl_alloca_run_at_once(hl_op_t* base, hl_queue_t* queue,
+                                  hl_status_t* out_status) {
+  (void)queue;
+  (void)out_status;
+  hl_alloca_op_t* op = (hl_alloca_op_t*)base;
+  hl_root_t* root = op->root;
+  void* ptr = NULL;
+  if (!hl_memory_pool_try_alloc(root, op->queue_id, &ptr)) return false;
+  hl_alloca_commit(op, ptr);
+  return true;
 }
 
 // The submission failed before the alloca was issued (a failed wait, a
@@ -155,14 +177,20 @@ static void hl_alloca_own_refs(hl_op_t* base) {
   hl_root_op_own(op->root, &op->owns_root);
 }
 
-static const hl_op_vtable_t hl_alloca_vtable = {
-    .issue = hl_alloca_issue,
-    .release = hl_alloca_release,
-    .on_submit = hl_alloca_on_submit,
-    .on_cancel = hl_alloca_on_cancel,
-    .release_light = hl_alloca_release_light,
-    .own_refs = hl_alloca_own_refs,
-};
+// With hipline's suballocator (outside checked mode) an alloca may run at
+// once; with the driver's pool it never can, so it does not ask.
+#define HL_ALLOCA_VTABLE_FIELDS                                       \
+  .issue = hl_alloca_issue, .release = hl_alloca_release,             \
+  .on_submit = hl_alloca_on_submit, .on_cancel = hl_alloca_on_cancel, \
+  .release_light = hl_alloca_release_light, .own_refs = hl_alloca_own_refs
+static const hl_op_vtable_t hl_alloca_vtable = {HL_ALLOCA_VTABLE_FIELDS};
+static const hl_op_vtable_t hl_alloca_vtable_at_once = {
+    HL_ALLOCA_VTABLE_FIELDS, .run_at_once = hl_alloca_run_at_once};
+
+// Whether ops of |device|'s allocas and deallocas may run at once.
+static bool hl_pool_ops_run_at_once(const hl_device_t* device) {
+  return device->pool_mode == HL_POOL_MODE_HIPLINE && !device->checked;
+}
 
 hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
                             const hl_fence_t* signal_fence, uint64_t size,
@@ -204,7 +232,9 @@ hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
     hl_buffer_release(buffer);
     return st;
   }
-  op->base.vtable = &hl_alloca_vtable;
+  op->base.vtable = hl_pool_ops_run_at_once(hl_queue_device(queue))
+                        ? &hl_alloca_vtable_at_once
+                        : &hl_alloca_vtable;
   // Borrowed: |buffer| keeps the root alive until this call returns, and the
   // op takes its own reference if the submission outlives it (own_refs).
   op->root = buffer->root;
@@ -310,6 +340,31 @@ static hl_status_t hl_dealloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   return st;
 }
 
+// The dealloca on a quiet queue (hl_op_vtable_t.run_at_once): every use of
+// the root has completed (the submission's waits, which hold the uses on
+// other queues, are reached, and this queue has nothing in flight), so a
+// suballocation goes back to hipline's pool now, with no stream work.
+static bool hl_dealloca_run_at_once(hl_op_t* base, hl_queue_t* queue,
+                                    hl_status_t* out_status) {
+  hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
+  if (!op->frees) return true;  // A barrier: the waits were the point.
+  hl_root_t* root = op->root;
+  // A root whose alloca failed is the stream path's to cancel; memory from
+  // anything but a suballocation is a backend call to free.
+  if (atomic_load_explicit(&root->state, memory_order_acquire) !=
+          HL_ROOT_LIVE ||
+      !hl_memory_pool_frees_locally(root)) {
+    return false;
+  }
+  op->stream = hl_queue_stream(queue);
+  op->timeline = hl_queue_timeline(queue);
+  HL_TRACE_INSTANT("dealloca", root->size);
+  hl_status_t st = hl_dealloca_free(op);
+  if (st) hl_dealloca_settle(op);
+  *out_status = st;
+  return true;
+}
+
 static void hl_dealloca_cancel(hl_op_t* base, hl_status_t status) {
   (void)status;
   hl_dealloca_settle((hl_dealloca_op_t*)base);
@@ -335,14 +390,13 @@ static void hl_dealloca_own_refs(hl_op_t* base) {
   hl_root_op_own(op->root, &op->owns_root);
 }
 
-static const hl_op_vtable_t hl_dealloca_vtable = {
-    .issue = hl_dealloca_issue,
-    .release = hl_dealloca_release,
-    .on_submit = hl_dealloca_on_submit,
-    .on_cancel = hl_dealloca_cancel,
-    .release_light = hl_dealloca_release_light,
-    .own_refs = hl_dealloca_own_refs,
-};
+#define HL_DEALLOCA_VTABLE_FIELDS                                      \
+  .issue = hl_dealloca_issue, .release = hl_dealloca_release,          \
+  .on_submit = hl_dealloca_on_submit, .on_cancel = hl_dealloca_cancel, \
+  .release_light = hl_dealloca_release_light, .own_refs = hl_dealloca_own_refs
+static const hl_op_vtable_t hl_dealloca_vtable = {HL_DEALLOCA_VTABLE_FIELDS};
+static const hl_op_vtable_t hl_dealloca_vtable_at_once = {
+    HL_DEALLOCA_VTABLE_FIELDS, .run_at_once = hl_dealloca_run_at_once};
 
 hl_queue_t* hl_buffer_affinity_queue(const hl_buffer_t* buffer) {
   return buffer ? buffer->root->affinity_queue : NULL;
@@ -429,7 +483,9 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
     hl_recycler_free(&hl_dealloca_op_recycler_, op);
     return st;
   }
-  op->base.vtable = &hl_dealloca_vtable;
+  op->base.vtable = hl_pool_ops_run_at_once(root->device)
+                        ? &hl_dealloca_vtable_at_once
+                        : &hl_dealloca_vtable;
   // Borrowed from the caller, which holds a reference through this call;
   // the op takes its own if the submission outlives it (own_refs).
   op->root = root;

@@ -255,6 +255,17 @@ typedef struct hl_memory_state_t {
 hl_status_t hl_memory_pool_alloc(hl_root_t* root, hl_backend_stream_t* stream,
                                  uint32_t queue_id, hl_semaphore_t* timeline,
                                  uint64_t value, void** out_ptr);
+// hl_memory_pool_alloc where that needs no backend call: hipline's
+// suballocator, already made, serving the request from free space. Returns
+// false, changing nothing, otherwise (the driver's pool, growth, no
+// suballocator yet). Any lock may be held.
+bool hl_memory_pool_try_alloc(hl_root_t* root, uint32_t queue_id,
+                              void** out_ptr);
+// Whether hl_memory_pool_free of |root| makes no backend call (its memory is
+// a suballocation).
+static inline bool hl_memory_pool_frees_locally(const hl_root_t* root) {
+  return root->suballocation != NULL;
+}
 // Returns |root|'s memory on |stream| at the root's free timepoint.
 hl_status_t hl_memory_pool_free(hl_root_t* root, hl_backend_stream_t* stream);
 // Bytes in use and reserved by the pool of |device| (for messages).

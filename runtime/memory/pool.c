@@ -98,6 +98,16 @@ hl_status_t hl_memory_pool_alloc(hl_root_t* root, hl_backend_stream_t* stream,
   return st;
 }
 
+bool hl_memory_pool_try_alloc(hl_root_t* root, uint32_t queue_id,
+                              void** out_ptr) {
+  hl_device_t* device = root->device;
+  if (device->pool_mode != HL_POOL_MODE_HIPLINE) return false;
+  hl_memory_state_t* state = hl_memory_state_get(device);
+  hl_suballocator_t* sa = state ? atomic_load(&state->suballocator) : NULL;
+  return sa && hl_suballocator_try_alloc(sa, root->size, queue_id, out_ptr,
+                                         &root->suballocation);
+}
+
 hl_status_t hl_memory_pool_free(hl_root_t* root, hl_backend_stream_t* stream) {
   hl_suballocation_t* allocation = root->suballocation;
   root->suballocation = NULL;

@@ -661,6 +661,55 @@ void hl_suballocator_destroy(hl_suballocator_t* sa) {
   free(sa);
 }
 
+// Serves a |rounded|-byte request of queue |queue_id| from free space, if
+// any is usable, splitting with |spare| (consumed only then). |lock| held.
+static bool hl_sa_take_free_locked(hl_suballocator_t* sa, uint32_t pool,
+                                   uint64_t rounded, uint32_t queue_id,
+                                   hl_suballocation_t* spare, void** out_ptr,
+                                   hl_suballocation_t** out_allocation) {
+  hl_suballocation_t* b = hl_sa_find(sa, pool, rounded, queue_id);
+  // Memory already held beats asking the driver: a small request may take
+  // a free block of a large slab (PyTorch never does; its reserved memory
+  // then holds idle large blocks while small slabs grow).
+  if (!b && pool == 0) b = hl_sa_find(sa, 1, rounded, queue_id);
+  if (!b) {
+    // Blocks freed by other queues may have been reached since: merge them
+    // and look again before asking the driver.
+    bool merged = false;
+    for (hl_sa_slab_t* s = sa->slabs; s; s = s->next) {
+      if (s->pool == pool) merged |= hl_sa_coalesce_slab(sa, s);
+    }
+    if (merged) b = hl_sa_find(sa, pool, rounded, queue_id);
+    if (merged && !b && pool == 0) b = hl_sa_find(sa, 1, rounded, queue_id);
+  }
+  if (!b) return false;
+  ++sa->stats.block_reuses;
+  if (b->freed_by != HL_SUBALLOC_NO_QUEUE && b->freed_by != queue_id) {
+    ++sa->stats.cross_queue_reuses;
+  }
+  hl_sa_take(sa, b, rounded, spare);
+  *out_ptr = b->slab->base + b->offset;
+  *out_allocation = b;
+  return true;
+}
+
+bool hl_suballocator_try_alloc(hl_suballocator_t* sa, uint64_t size,
+                               uint32_t queue_id, void** out_ptr,
+                               hl_suballocation_t** out_allocation) {
+  *out_ptr = NULL;
+  *out_allocation = NULL;
+  if (size == 0 || size > HL_SA_MAX_SIZE) return false;
+  uint64_t rounded = (size + HL_SA_ALIGNMENT - 1) & ~(HL_SA_ALIGNMENT - 1);
+  uint32_t pool = rounded <= HL_SA_SMALL_MAX ? 0 : 1;
+  hl_spinlock_lock(&sa->lock);
+  hl_suballocation_t* spare = hl_sa_block_new(sa);
+  bool taken = spare && hl_sa_take_free_locked(sa, pool, rounded, queue_id,
+                                               spare, out_ptr, out_allocation);
+  if (spare && !taken) hl_sa_block_recycle(sa, spare);
+  hl_spinlock_unlock(&sa->lock);
+  return taken;
+}
+
 hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
                                   hl_backend_stream_t* stream,
                                   uint32_t queue_id, hl_semaphore_t* timeline,
@@ -683,29 +732,8 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "allocating suballocator metadata");
   }
-  hl_suballocation_t* b = hl_sa_find(sa, pool, rounded, queue_id);
-  // Memory already held beats asking the driver: a small request may take
-  // a free block of a large slab (PyTorch never does; its reserved memory
-  // then holds idle large blocks while small slabs grow).
-  if (!b && pool == 0) b = hl_sa_find(sa, 1, rounded, queue_id);
-  if (!b) {
-    // Blocks freed by other queues may have been reached since: merge them
-    // and look again before asking the driver.
-    bool merged = false;
-    for (hl_sa_slab_t* s = sa->slabs; s; s = s->next) {
-      if (s->pool == pool) merged |= hl_sa_coalesce_slab(sa, s);
-    }
-    if (merged) b = hl_sa_find(sa, pool, rounded, queue_id);
-    if (merged && !b && pool == 0) b = hl_sa_find(sa, 1, rounded, queue_id);
-  }
-  if (b) {
-    ++sa->stats.block_reuses;
-    if (b->freed_by != HL_SUBALLOC_NO_QUEUE && b->freed_by != queue_id) {
-      ++sa->stats.cross_queue_reuses;
-    }
-    hl_sa_take(sa, b, rounded, spare);
-    *out_ptr = b->slab->base + b->offset;
-    *out_allocation = b;
+  if (hl_sa_take_free_locked(sa, pool, rounded, queue_id, spare, out_ptr,
+                             out_allocation)) {
     hl_spinlock_unlock(&sa->lock);
     return NULL;
   }
@@ -755,7 +783,8 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
     hl_spinlock_unlock(&sa->lock);
     return st;
   }
-  b = hl_sa_attach_new_locked(sa, slab, first, pool, queue_id, timeline, value);
+  hl_suballocation_t* b =
+      hl_sa_attach_new_locked(sa, slab, first, pool, queue_id, timeline, value);
   hl_sa_take(sa, b, rounded, spare);
   *out_ptr = b->slab->base + b->offset;
   *out_allocation = b;

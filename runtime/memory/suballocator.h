@@ -18,11 +18,14 @@
 //   synchronization points above the release threshold, and when an
 //   allocation runs out of memory (trim, then retry once).
 //
-// Thread-safe: one mutex per suballocator. Calls the backend's malloc_async
-// and free_async with it held, never the timeline; callers may hold a
-// queue's lock. On backends with stream_ordered_host_work it may be called
-// from a host function running on |stream| (the alloca and dealloca run as
-// stream work there).
+// Thread-safe: one spin lock per suballocator, never held across a backend
+// call (growing and giving slabs back call malloc_async and free_async
+// between two holds; destroy excepted). It never calls the timeline but to
+// read a semaphore's value. hl_suballocator_try_alloc and
+// hl_suballocator_free make no backend call, so callers may hold a queue's
+// lock around them. On backends with stream_ordered_host_work it may be
+// called from a host function running on |stream| (the alloca and dealloca
+// run as stream work there).
 #ifndef HIPLINE_RUNTIME_MEMORY_SUBALLOCATOR_H_
 #define HIPLINE_RUNTIME_MEMORY_SUBALLOCATOR_H_
 
@@ -74,6 +77,13 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* suballocator,
                                   uint32_t queue_id, hl_semaphore_t* timeline,
                                   uint64_t value, void** out_ptr,
                                   hl_suballocation_t** out_allocation);
+
+// hl_suballocator_alloc where free space serves the request: no slab is
+// asked for and no backend is called (so a caller may hold a queue's lock).
+// Returns false, changing nothing, when the request would need a new slab.
+bool hl_suballocator_try_alloc(hl_suballocator_t* suballocator, uint64_t size,
+                               uint32_t queue_id, void** out_ptr,
+                               hl_suballocation_t** out_allocation);
 
 // Frees |allocation| by the dealloca at |timeline|@|value| of queue
 // |queue_id| running on |stream|. A NULL |timeline| means every use is

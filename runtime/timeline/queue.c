@@ -907,12 +907,22 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
 // lock held.
 static bool hl_queue_complete_at_once_locked(hl_queue_t* queue,
                                              hl_submission_t* sub) {
-  if (sub->ops || queue->in_flight) return false;
+  hl_op_t* op = sub->ops;
+  if (queue->in_flight ||
+      (op && (op->next || !op->vtable->run_at_once || !hl_faults_none()))) {
+    return false;
+  }
   for (size_t i = 0; i < sub->wait_count; ++i) {
     hl_semaphore_t* s = sub->waits[i].semaphore;
     if (s != queue->timeline && hl_semaphore_value(s) < sub->waits[i].value) {
       return false;
     }
+  }
+  if (op) {
+    // One op that can do its work here (hl_op_vtable_t.run_at_once).
+    hl_status_t st = NULL;
+    if (!op->vtable->run_at_once(op, queue, &st)) return false;
+    if (st) hl_submission_fail(sub, st, false);
   }
   queue->stats.waits_elided += sub->wait_count;
   hl_submission_maybe_inject_failure(queue, sub);
@@ -1719,15 +1729,20 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
       atomic_load_explicit(&queue->next_value, memory_order_relaxed) + 1;
   atomic_store_explicit(&queue->next_value, sub->value, memory_order_release);
   ++queue->stats.submissions;
-  if (!ops && pump_here && !queue->issuing && !queue->pending_head &&
+  if (out_value) *out_value = sub->value;
+  for (hl_op_t* op = ops; op; op = op->next) {
+    if (op->vtable->on_submit) op->vtable->on_submit(op, queue, sub->value);
+  }
+  if ((!ops || (!ops->next && ops->vtable->run_at_once)) && pump_here &&
+      !queue->issuing && !queue->pending_head &&
       hl_submission_waits_unfailed(sub)) {
-    // An empty submission on a quiet queue completes here, without going
-    // through the pending list and the pump (what they would do for it).
+    // An empty submission, or one whose op can run here, on a quiet queue
+    // completes here, without going through the pending list and the pump
+    // (what they would do for it, but for the op's stream work).
     queue->issuing = true;
     bool completed = hl_queue_complete_at_once_locked(queue, sub);
     queue->issuing = false;
     if (completed) {
-      if (out_value) *out_value = sub->value;
       hl_queue_unlock(queue);
       if (sink_owner) hl_pump_sink_close(&sink);
       HL_TRACE_ZONE_END(zone);
@@ -1741,10 +1756,6 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
     queue->pending_head = sub;
   }
   queue->pending_tail = sub;
-  if (out_value) *out_value = sub->value;
-  for (hl_op_t* op = ops; op; op = op->next) {
-    if (op->vtable->on_submit) op->vtable->on_submit(op, queue, sub->value);
-  }
   if (pump_here) hl_queue_pump_locked(queue);
   hl_queue_unlock(queue);
   if (sink_owner) hl_pump_sink_close(&sink);
