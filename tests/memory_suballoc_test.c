@@ -550,6 +550,61 @@ static void test_quiet_pairs_run_without_stream_work(void** state) {
   hl_device_release(d);
 }
 
+// A dealloca that fails before it frees is cancelled, at once or not: here
+// its wait was reached before its semaphore failed, so the pump fails the
+// submission on a quiet queue where the dealloca could otherwise run at
+// once. The buffer stays valid (its bytes intact) and may be deallocated
+// again; an alloca in the same spot does not run either.
+static void test_failed_submissions_do_not_run_at_once(void** state) {
+  (void)state;
+  hl_device_t* d = hipline_device(0, 0);
+  hl_queue_t* q = hl_test_queue_create(d);
+  hl_buffer_t* warm = mem_alloca(q, NULL, 0, NULL, 0, 4 * KIB);
+  mem_dealloca(q, NULL, 0, NULL, 0, warm);
+  hl_buffer_release(warm);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+
+  hl_buffer_t* b = mem_alloca(q, NULL, 0, NULL, 0, 4 * KIB);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  hl_memory_stats_t before = hl_test_memory_stats(d);
+  hl_semaphore_t* failed = hl_test_semaphore_create();
+  HL_ASSERT_OK(hl_semaphore_signal(failed, 1));
+  HL_ASSERT_OK(hl_semaphore_fail(
+      failed, HL_MAKE_STATUS(HL_STATUS_ABORTED, "producer failed")));
+  hl_semaphore_t* out = hl_test_semaphore_create();
+  mem_dealloca(q, failed, 1, out, 1, b);
+  hl_test_assert_status_has(hl_semaphore_wait(out, 1, MEM_DEADLINE()),
+                            HL_STATUS_ABORTED, "producer failed", "failed");
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  hl_memory_stats_t after = hl_test_memory_stats(d);
+  assert_int_equal(after.deallocas, before.deallocas);
+  assert_int_equal(after.deallocas_cancelled, before.deallocas_cancelled + 1);
+  assert_int_equal(after.bytes_in_use, before.bytes_in_use);
+  assert_int_equal(after.use_after_free, 0);
+
+  // The same for an alloca: it fails, and its memory never comes.
+  hl_semaphore_t* out2 = hl_test_semaphore_create();
+  hl_buffer_t* c = mem_alloca(q, failed, 1, out2, 1, 4 * KIB);
+  hl_test_assert_status_has(hl_semaphore_wait(out2, 1, MEM_DEADLINE()),
+                            HL_STATUS_ABORTED, "producer failed", "failed");
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  assert_int_equal(hl_test_memory_stats(d).allocas, after.allocas);
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, after.bytes_in_use);
+  hl_buffer_release(c);
+
+  // The cancelled dealloca left |b| valid: it may be deallocated again.
+  mem_dealloca(q, NULL, 0, NULL, 0, b);
+  hl_buffer_release(b);
+  HL_ASSERT_OK(hl_queue_wait_idle(q, MEM_DEADLINE()));
+  assert_int_equal(hl_test_memory_stats(d).bytes_in_use, 0);
+  assert_int_equal(hl_test_memory_stats(d).deallocas, after.deallocas + 1);
+  hl_semaphore_release(out2);
+  hl_semaphore_release(out);
+  hl_semaphore_release(failed);
+  hl_queue_release(q);
+  hl_device_release(d);
+}
+
 // queue_alloca out of memory with the suballocator: RESOURCE_EXHAUSTED on
 // the alloca's signal with the sizes; the queue stays usable.
 static void test_queue_alloca_oom(void** state) {
@@ -858,6 +913,7 @@ int main(void) {
       cmocka_unit_test(test_fill_verify_across_queues_checked),
       cmocka_unit_test(test_fill_verify_across_queues_unchecked),
       cmocka_unit_test(test_quiet_pairs_run_without_stream_work),
+      cmocka_unit_test(test_failed_submissions_do_not_run_at_once),
       cmocka_unit_test(test_queue_alloca_oom),
       cmocka_unit_test(test_release_threshold_at_sync_points),
       cmocka_unit_test(test_host_memory_setting),

@@ -908,8 +908,10 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
 static bool hl_queue_complete_at_once_locked(hl_queue_t* queue,
                                              hl_submission_t* sub) {
   hl_op_t* op = sub->ops;
+  // A failed submission's op is cancelled, never run: the issue step does it.
   if (queue->in_flight ||
-      (op && (op->next || !op->vtable->run_at_once || !hl_faults_none()))) {
+      (op && (op->next || !op->vtable->run_at_once || !hl_faults_none() ||
+              atomic_load(&sub->failure)))) {
     return false;
   }
   for (size_t i = 0; i < sub->wait_count; ++i) {
