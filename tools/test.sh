@@ -14,7 +14,9 @@
 #                         suites (the soak too) on hipline's own pool
 #                                                      ctest -L cts|memory|reliability
 #   asan     build-asan/  ASan + UBSan                   ctest (everything)
-#   tsan     build-tsan/  TSan                           ctest -L concurrency
+#   tsan     build-tsan/  TSan                           ctest -L concurrency,
+#                         then again with HIPLINE_ALLOCATOR=hipline
+#                         (test preset tsan-hipline)
 #   extra    tools/ci-extra.sh, when it exists (fuzzers, soak)
 #
 # The stages use the presets of CMakePresets.json. It ends with one line per
@@ -318,6 +320,10 @@ stage_tsan() {
   configure_tsan_env
   export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}second_deadlock_stack=1"
   run_ctest_stage tsan "${TSAN_PREFIX[@]+"${TSAN_PREFIX[@]}"}"
+  # Again with hipline's suballocator, whose allocas and deallocas run at
+  # once on quiet queues (under the queue's lock) rather than on the stream.
+  STAGE_T0=$SECONDS
+  run_ctest_stage tsan-hipline "${TSAN_PREFIX[@]+"${TSAN_PREFIX[@]}"}"
 }
 
 stage_extra() {
