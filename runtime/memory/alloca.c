@@ -333,9 +333,8 @@ static hl_status_t hl_dealloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   // the stream's point with stream_ordered_host_work: the gate) cancels the
   // dealloca; whether it freed is settled right after, before the signals
   // are published.
-  hl_status_t st =
-      hl_stream_work_issue(ctx, &op->gate, hl_dealloca_free, op, true);
-  if (!st) st = hl_stream_work_after(ctx, hl_dealloca_settle_fn, op);
+  hl_status_t st = hl_stream_work_issue_then(ctx, &op->gate, hl_dealloca_free,
+                                             op, hl_dealloca_settle_fn, op);
   if (st) hl_dealloca_settle(op);
   return st;
 }

@@ -195,6 +195,16 @@ hl_status_t hl_stream_work_issue(hl_issue_ctx_t* ctx, hl_gated_t* gate,
                                  hl_gated_fn_t fn, void* user,
                                  bool runtime_work);
 
+// hl_stream_work_issue for runtime work, then |then(then_user)| (runtime
+// work too: short, leaf locks only) right after |fn| ran or was skipped and
+// before the submission's signals are published: in the same stream item
+// with |stream_ordered_host_work|, now otherwise. For decisions that depend
+// on whether the work ran (|then| runs whatever |fn| returns; with the
+// capability, a failure to enqueue runs neither).
+hl_status_t hl_stream_work_issue_then(hl_issue_ctx_t* ctx, hl_gated_t* gate,
+                                      hl_gated_fn_t fn, void* user,
+                                      hl_host_fn_t then, void* then_user);
+
 // What an operation's stream work reads when it runs (embed it in the op and
 // fill it with hl_stream_work_bind at issue); |gate| is the storage to pass
 // to hl_stream_work_issue.
@@ -215,14 +225,6 @@ void hl_stream_work_bind(hl_stream_work_t* work, const hl_issue_ctx_t* ctx);
 // |status| (NULL: nothing failed); returns NULL for |fn| to return.
 hl_status_t hl_stream_work_write_failed(hl_stream_work_t* work,
                                         hl_status_t status);
-
-// Runs |fn(user)| (runtime work: short, leaf locks only) after the work
-// issued by hl_stream_work_issue on |ctx->stream| has run or been skipped,
-// and before the submission's signals are published: on the stream with
-// |stream_ordered_host_work|, now otherwise. For decisions that depend on
-// whether the work ran.
-hl_status_t hl_stream_work_after(hl_issue_ctx_t* ctx, hl_host_fn_t fn,
-                                 void* user);
 
 // Per-device memory state (the device's HL_DEVICE_EXTENSION_MEMORY slot).
 typedef struct hl_fallback_t hl_fallback_t;

@@ -9,11 +9,26 @@ hl_status_t hl_stream_work_issue(hl_issue_ctx_t* ctx, hl_gated_t* gate,
                                  hl_gated_fn_t fn, void* user,
                                  bool runtime_work) {
   if (ctx->backend->stream_ordered_host_work) {
+    gate->after = NULL;
     return hl_issue_enqueue_gated(ctx, gate, fn, user, runtime_work);
   }
   // Host functions here run on a shared driver thread and may not call the
   // backend: the work is enqueued now, behind the submission's waits.
   return fn(user);
+}
+
+hl_status_t hl_stream_work_issue_then(hl_issue_ctx_t* ctx, hl_gated_t* gate,
+                                      hl_gated_fn_t fn, void* user,
+                                      hl_host_fn_t then, void* then_user) {
+  if (ctx->backend->stream_ordered_host_work) {
+    // One stream item for both (the gate runs |then| after |fn|).
+    gate->after = then;
+    gate->after_user = then_user;
+    return hl_issue_enqueue_gated(ctx, gate, fn, user, true);
+  }
+  hl_status_t st = fn(user);
+  then(then_user);
+  return st;
 }
 
 hl_status_t hl_stream_work_write_failed(hl_stream_work_t* work,
@@ -27,14 +42,4 @@ void hl_stream_work_bind(hl_stream_work_t* work, const hl_issue_ctx_t* ctx) {
   work->backend = ctx->backend;
   work->stream = ctx->stream;
   work->checked = ctx->device->checked;
-}
-
-hl_status_t hl_stream_work_after(hl_issue_ctx_t* ctx, hl_host_fn_t fn,
-                                 void* user) {
-  hl_backend_t* backend = ctx->backend;
-  if (backend->stream_ordered_host_work) {
-    return hl_backend_launch_runtime_func(backend, ctx->stream, fn, user);
-  }
-  fn(user);
-  return NULL;
 }

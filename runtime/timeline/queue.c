@@ -474,8 +474,8 @@ static void hl_submission_finish(hl_submission_t* sub) {
   hl_device_enqueue_cleanup(device, &sub->work, reserved);
 }
 
-static void hl_gated_thunk(void* user) {
-  hl_gated_t* gate = (hl_gated_t*)user;
+// Runs |gate->fn| unless the submission or its queue has failed.
+static void hl_gated_run(hl_gated_t* gate) {
   if (atomic_load(&gate->submission->failure)) return;
   hl_queue_t* queue = gate->submission->queue;
   if (atomic_load(&queue->failed)) {
@@ -497,6 +497,12 @@ static void hl_gated_thunk(void* user) {
   }
   st = gate->fn(gate->user);
   if (st) hl_submission_fail(gate->submission, st, false);
+}
+
+static void hl_gated_thunk(void* user) {
+  hl_gated_t* gate = (hl_gated_t*)user;
+  hl_gated_run(gate);
+  if (gate->after) gate->after(gate->after_user);
 }
 
 hl_status_t hl_issue_enqueue_gated(hl_issue_ctx_t* ctx, hl_gated_t* storage,
