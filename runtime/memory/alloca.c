@@ -177,15 +177,18 @@ static void hl_alloca_own_refs(hl_op_t* base) {
   hl_root_op_own(op->root, &op->owns_root);
 }
 
-// With hipline's suballocator (outside checked mode) an alloca may run at
-// once; with the driver's pool it never can, so it does not ask.
-#define HL_ALLOCA_VTABLE_FIELDS                                       \
-  .issue = hl_alloca_issue, .release = hl_alloca_release,             \
-  .on_submit = hl_alloca_on_submit, .on_cancel = hl_alloca_on_cancel, \
-  .release_light = hl_alloca_release_light, .own_refs = hl_alloca_own_refs
-static const hl_op_vtable_t hl_alloca_vtable = {HL_ALLOCA_VTABLE_FIELDS};
-static const hl_op_vtable_t hl_alloca_vtable_at_once = {
-    HL_ALLOCA_VTABLE_FIELDS, .run_at_once = hl_alloca_run_at_once};
+// The two vtables of a pool op (hl_alloca, hl_dealloca): with hipline's
+// suballocator (outside checked mode) its op may run at once; with the
+// driver's pool it never can, so it does not ask.
+#define HL_POOL_OP_FIELDS(op)                                                \
+  .issue = op##_issue, .release = op##_release, .on_submit = op##_on_submit, \
+  .on_cancel = op##_on_cancel, .release_light = op##_release_light,          \
+  .own_refs = op##_own_refs
+#define HL_POOL_OP_VTABLES(op)                                       \
+  static const hl_op_vtable_t op##_vtable = {HL_POOL_OP_FIELDS(op)}; \
+  static const hl_op_vtable_t op##_vtable_at_once = {                \
+      HL_POOL_OP_FIELDS(op), .run_at_once = op##_run_at_once}
+HL_POOL_OP_VTABLES(hl_alloca);
 
 // Whether ops of |device|'s allocas and deallocas may run at once.
 static bool hl_pool_ops_run_at_once(const hl_device_t* device) {
@@ -329,7 +332,7 @@ static hl_status_t hl_dealloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   op->stream = ctx->stream;
   op->timeline = hl_queue_timeline(ctx->queue);
   HL_TRACE_INSTANT("dealloca", op->root->size);
-  // A failure that skips the free (before issue: hl_dealloca_cancel; up to
+  // A failure that skips the free (before issue: hl_dealloca_on_cancel; up to
   // the stream's point with stream_ordered_host_work: the gate) cancels the
   // dealloca; whether it freed is settled right after, before the signals
   // are published.
@@ -364,7 +367,7 @@ static bool hl_dealloca_run_at_once(hl_op_t* base, hl_queue_t* queue,
   return true;
 }
 
-static void hl_dealloca_cancel(hl_op_t* base, hl_status_t status) {
+static void hl_dealloca_on_cancel(hl_op_t* base, hl_status_t status) {
   (void)status;
   hl_dealloca_settle((hl_dealloca_op_t*)base);
 }
@@ -389,13 +392,7 @@ static void hl_dealloca_own_refs(hl_op_t* base) {
   hl_root_op_own(op->root, &op->owns_root);
 }
 
-#define HL_DEALLOCA_VTABLE_FIELDS                                      \
-  .issue = hl_dealloca_issue, .release = hl_dealloca_release,          \
-  .on_submit = hl_dealloca_on_submit, .on_cancel = hl_dealloca_cancel, \
-  .release_light = hl_dealloca_release_light, .own_refs = hl_dealloca_own_refs
-static const hl_op_vtable_t hl_dealloca_vtable = {HL_DEALLOCA_VTABLE_FIELDS};
-static const hl_op_vtable_t hl_dealloca_vtable_at_once = {
-    HL_DEALLOCA_VTABLE_FIELDS, .run_at_once = hl_dealloca_run_at_once};
+HL_POOL_OP_VTABLES(hl_dealloca);
 
 hl_queue_t* hl_buffer_affinity_queue(const hl_buffer_t* buffer) {
   return buffer ? buffer->root->affinity_queue : NULL;
