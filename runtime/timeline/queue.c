@@ -902,15 +902,16 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
   hl_queue_issuer_end_locked(queue);
 }
 
-// Completes |sub|, just taken off the head of |queue|, here and now if it
-// needs nothing from the stream: it has no operations, every wait is reached
-// (or on the queue's own timeline), and nothing of the queue is in flight,
-// so every earlier submission has completed and published (on queues
-// completed by events too: the completer publishes only after the stream
-// has passed the submission's event). Its signals are
-// published under the lock the pump already holds, with no backend call and
-// no issue step. Returns false, changing nothing, otherwise. The queue's
-// lock held.
+// Completes |sub| (just taken off the head of |queue|, or about to be put
+// there by hl_queue_submit) here and now if it needs nothing from the
+// stream: it has no operations, or one that runs here
+// (hl_op_vtable_t.run_at_once), every wait is reached (or on the queue's
+// own timeline), and nothing of the queue is in flight, so every earlier
+// submission has completed and published (on queues completed by events
+// too: the completer publishes only after the stream has passed the
+// submission's event). Its signals are published under the lock the caller
+// already holds, with no backend call and no issue step. Returns false,
+// changing nothing, otherwise. The queue's lock held.
 static bool hl_queue_complete_at_once_locked(hl_queue_t* queue,
                                              hl_submission_t* sub) {
   hl_op_t* op = sub->ops;
