@@ -34,7 +34,7 @@ int main(void) {
   hl_suballocator_t* sa = NULL;
   hl_semaphore_t* timeline = NULL;
   st = backend->vtable->stream_create(backend, &stream);
-  if (!st) st = hl_suballocator_create(backend, UINT64_MAX, false, &sa);
+  if (!st) st = hl_suballocator_create(backend, UINT64_MAX, false, NULL, &sa);
   if (!st) st = hl_semaphore_create(0, hl_allocator_system(), &timeline);
   if (st) return hl_bench_fail(st, "setting up");
   static const uint64_t kSizes[] = {256, 4096, 65536, 1 << 20, 4 << 20};

@@ -34,7 +34,8 @@ static void sa_fixture_init(sa_fixture_t* f, uint64_t limit_bytes) {
     HL_ASSERT_OK(f->backend->vtable->pool_set_attributes(f->backend, &attrs));
   }
   HL_ASSERT_OK(f->backend->vtable->stream_create(f->backend, &f->stream));
-  HL_ASSERT_OK(hl_suballocator_create(f->backend, UINT64_MAX, false, &f->sa));
+  HL_ASSERT_OK(
+      hl_suballocator_create(f->backend, UINT64_MAX, false, NULL, &f->sa));
   for (int i = 0; i < 3; ++i) {
     HL_ASSERT_OK(
         hl_semaphore_create(0, hl_allocator_system(), &f->timelines[i]));
@@ -848,7 +849,7 @@ static void test_growth_does_not_block_other_queues(void** state) {
   hl_backend_stream_t* stream = NULL;
   HL_ASSERT_OK(backend->vtable->stream_create(backend, &stream));
   hl_suballocator_t* sa = NULL;
-  HL_ASSERT_OK(hl_suballocator_create(backend, UINT64_MAX, false, &sa));
+  HL_ASSERT_OK(hl_suballocator_create(backend, UINT64_MAX, false, NULL, &sa));
   // A small slab with a block that stays live (so the slab is not empty
   // and no trim gives it back) and free space beside it.
   void* kept_ptr = NULL;

@@ -54,16 +54,18 @@ static void hl_alloca_on_submit(hl_op_t* base, hl_queue_t* queue,
   hl_root_record_first_use(op->root, queue, value);
 }
 
-// The memory is |ptr|: the root is live.
-static void hl_alloca_commit(hl_alloca_op_t* op, void* ptr) {
+// The memory is |ptr|: the root is live (counted already when |counted|).
+static void hl_alloca_commit(hl_alloca_op_t* op, void* ptr, bool counted) {
   hl_root_t* root = op->root;
   // Release stores (no full barrier each): a reader that sees LIVE sees
   // the pointer, and the root's last release is ordered after this by the
   // op's reference.
   atomic_store_explicit(&root->ptr, ptr, memory_order_release);
   atomic_store_explicit(&root->state, HL_ROOT_LIVE, memory_order_release);
-  hl_memory_note(root->device, op->queue_id, HL_MEMORY_EVENT_ALLOCA,
-                 root->size);
+  if (!counted) {
+    hl_memory_note(root->device, op->queue_id, HL_MEMORY_EVENT_ALLOCA,
+                   root->size);
+  }
   HL_TRACE_INSTANT("alloca", root->size);
 }
 
@@ -92,7 +94,7 @@ static hl_status_t hl_alloca_allocate(void* user) {
     HL_TRACE_ZONE_END(zone);
     return st;
   }
-  hl_alloca_commit(op, ptr);
+  hl_alloca_commit(op, ptr, false);
   HL_TRACE_ZONE_END(zone);
   return NULL;
 }
@@ -108,7 +110,7 @@ static bool hl_alloca_run_at_once(hl_op_t* base, hl_queue_t* queue,
   hl_root_t* root = op->root;
   void* ptr = NULL;
   if (!hl_memory_pool_try_alloc(root, op->queue_id, &ptr)) return false;
-  hl_alloca_commit(op, ptr);
+  hl_alloca_commit(op, ptr, true);
   return true;
 }
 

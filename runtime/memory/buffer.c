@@ -224,6 +224,12 @@ static inline hl_memory_state_t* hl_memory_state_for_note(hl_device_t* device) {
   return state;
 }
 
+void hl_memory_note_locked(hl_memory_state_t* state, uint32_t queue_id,
+                           hl_memory_event_t event, uint64_t bytes) {
+  hl_memory_count_global(event);
+  hl_memory_apply_locked(state, queue_id, event, bytes);
+}
+
 void hl_memory_note(hl_device_t* device, uint32_t queue_id,
                     hl_memory_event_t event, uint64_t bytes) {
   hl_memory_count_global(event);
@@ -592,16 +598,15 @@ static hl_status_t hl_root_return_memory_counting(hl_root_t* root,
     if (root->release_fn) root->release_fn(root->release_user, ptr);
     return NULL;
   }
-  hl_status_t st = NULL;
+  uint32_t affinity = hl_queue_id(root->affinity_queue);
   if (root->suballocation) {
-    st = hl_memory_pool_free(root, stream);
-  } else {
-    hl_backend_t* backend = root->device->backend;
-    st = backend->vtable->free_async(backend, ptr, stream);
+    // hipline's pool counts it in the same critical section as the free.
+    return hl_memory_pool_free(root, stream, affinity, dealloca_queue);
   }
+  hl_backend_t* backend = root->device->backend;
+  hl_status_t st = backend->vtable->free_async(backend, ptr, stream);
   // The bytes leave the statistics whether or not the pool took them back
   // (the root is freed either way).
-  uint32_t affinity = hl_queue_id(root->affinity_queue);
   if (!st && dealloca_queue != UINT32_MAX) {
     hl_memory_note_two(root->device, affinity, HL_MEMORY_EVENT_FREE_BYTES,
                        root->size, dealloca_queue, HL_MEMORY_EVENT_DEALLOCA, 0);

@@ -233,7 +233,9 @@ typedef struct hl_memory_state_t {
   // creation.
   mtx_t mutex;
   // |stats| and |per_queue|: every alloca and dealloca notes its events
-  // under it, so it is a spin lock (base/spin.h).
+  // under it, so it is a spin lock (base/spin.h). It is also hipline's
+  // suballocator's lock (hl_suballocator_create), so an alloca or a free
+  // served by it is counted in the same critical section.
   hl_spinlock_t stats_lock;
   // DEVICE_SYNC releases whose drain is owed (see hl_memory_pay_owed_drains).
   hl_fallback_t* owed;
@@ -258,9 +260,10 @@ hl_status_t hl_memory_pool_alloc(hl_root_t* root, hl_backend_stream_t* stream,
                                  uint32_t queue_id, hl_semaphore_t* timeline,
                                  uint64_t value, void** out_ptr);
 // hl_memory_pool_alloc where that needs no backend call: hipline's
-// suballocator, already made, serving the request from free space. Returns
-// false, changing nothing, otherwise (the driver's pool, growth, no
-// suballocator yet). Any lock may be held.
+// suballocator, already made, serving the request from free space; the
+// alloca is counted (HL_MEMORY_EVENT_ALLOCA) in the same critical section.
+// Returns false, changing nothing, otherwise (the driver's pool, growth, no
+// suballocator yet). Any lock but the statistics' may be held.
 bool hl_memory_pool_try_alloc(hl_root_t* root, uint32_t queue_id,
                               void** out_ptr);
 // Whether hl_memory_pool_free of |root| makes no backend call (its memory is
@@ -268,8 +271,12 @@ bool hl_memory_pool_try_alloc(hl_root_t* root, uint32_t queue_id,
 static inline bool hl_memory_pool_frees_locally(const hl_root_t* root) {
   return root->suballocation != NULL;
 }
-// Returns |root|'s memory on |stream| at the root's free timepoint.
-hl_status_t hl_memory_pool_free(hl_root_t* root, hl_backend_stream_t* stream);
+// Returns |root|'s suballocation on |stream| at the root's free timepoint
+// and counts it: its bytes leave the statistics (on queue |affinity|)
+// whether or not the pool took them back, and a dealloca of queue
+// |dealloca_queue| (UINT32_MAX: none) is counted when it did.
+hl_status_t hl_memory_pool_free(hl_root_t* root, hl_backend_stream_t* stream,
+                                uint32_t affinity, uint32_t dealloca_queue);
 // Bytes in use and reserved by the pool of |device| (for messages).
 void hl_memory_pool_usage(hl_device_t* device, uint64_t* out_used,
                           uint64_t* out_reserved);
@@ -305,6 +312,10 @@ typedef enum hl_memory_event_e {
 } hl_memory_event_t;
 void hl_memory_note(hl_device_t* device, uint32_t queue_id,
                     hl_memory_event_t event, uint64_t bytes);
+// hl_memory_note with |state->stats_lock| held (hl_memory_state_t).
+struct hl_memory_state_t;
+void hl_memory_note_locked(struct hl_memory_state_t* state, uint32_t queue_id,
+                           hl_memory_event_t event, uint64_t bytes);
 // Two events under one lock.
 void hl_memory_note_two(hl_device_t* device, uint32_t queue_a,
                         hl_memory_event_t event_a, uint64_t bytes_a,

@@ -37,9 +37,12 @@ hl_suballocator_t* hl_memory_pool_suballocator(hl_device_t* device) {
     if (!st) {
       // Checked mode poisons freed blocks; the suballocator's frees happen
       // at their point of the stream only with stream_ordered_host_work.
+      // It shares the statistics' lock: an alloca or a free it serves is
+      // counted in the same critical section.
       st = hl_suballocator_create(
           backend, attrs.release_threshold,
-          device->checked && backend->stream_ordered_host_work, &sa);
+          device->checked && backend->stream_ordered_host_work,
+          &state->stats_lock, &sa);
     }
     if (st) {
       HL_LOG_ERROR("creating the suballocator: %s", hl_status_message(st));
@@ -104,22 +107,40 @@ bool hl_memory_pool_try_alloc(hl_root_t* root, uint32_t queue_id,
   if (device->pool_mode != HL_POOL_MODE_HIPLINE) return false;
   hl_memory_state_t* state = hl_memory_state_get(device);
   hl_suballocator_t* sa = state ? atomic_load(&state->suballocator) : NULL;
-  return sa && hl_suballocator_try_alloc(sa, root->size, queue_id, out_ptr,
-                                         &root->suballocation);
+  if (!sa) return false;
+  hl_spinlock_lock(&state->stats_lock);  // The suballocator's lock too.
+  bool taken = hl_suballocator_try_alloc_locked(sa, root->size, queue_id,
+                                                out_ptr, &root->suballocation);
+  if (taken) {
+    hl_memory_note_locked(state, queue_id, HL_MEMORY_EVENT_ALLOCA, root->size);
+  }
+  hl_spinlock_unlock(&state->stats_lock);
+  return taken;
 }
 
-hl_status_t hl_memory_pool_free(hl_root_t* root, hl_backend_stream_t* stream) {
+hl_status_t hl_memory_pool_free(hl_root_t* root, hl_backend_stream_t* stream,
+                                uint32_t affinity, uint32_t dealloca_queue) {
   hl_suballocation_t* allocation = root->suballocation;
   root->suballocation = NULL;
   hl_memory_state_t* state = hl_memory_state_get(root->device);
   hl_suballocator_t* sa = state ? atomic_load(&state->suballocator) : NULL;
   if (!sa || !allocation) {
+    hl_memory_note(root->device, affinity, HL_MEMORY_EVENT_FREE_BYTES,
+                   root->size);
     return HL_MAKE_STATUS(HL_STATUS_INTERNAL,
                           "root %llu has no suballocation to free",
                           (unsigned long long)root->id);
   }
-  hl_suballocator_free(sa, allocation, stream, root->free_queue_id,
-                       root->free_timeline, root->free_value);
+  hl_suballocator_poison(sa, allocation);
+  hl_spinlock_lock(&state->stats_lock);  // The suballocator's lock too.
+  hl_suballocator_free_locked(sa, allocation, stream, root->free_queue_id,
+                              root->free_timeline, root->free_value);
+  hl_memory_note_locked(state, affinity, HL_MEMORY_EVENT_FREE_BYTES,
+                        root->size);
+  if (dealloca_queue != UINT32_MAX) {
+    hl_memory_note_locked(state, dealloca_queue, HL_MEMORY_EVENT_DEALLOCA, 0);
+  }
+  hl_spinlock_unlock(&state->stats_lock);
   return NULL;
 }
 

@@ -103,7 +103,8 @@ struct hl_suballocator_t {
   // device on ROCm) between two holds, so other queues' allocas and frees
   // go on meanwhile. Under it: block and slab lists, bins, statistics, a
   // semaphore's value and failure (leaf), and the C library's allocator.
-  hl_spinlock_t lock;
+  hl_spinlock_t* lock;  // |own_lock|, or the caller's (create).
+  hl_spinlock_t own_lock;
   hl_backend_t* backend;
   uint64_t release_threshold;
   bool poison;
@@ -555,7 +556,7 @@ static uint64_t hl_sa_release(hl_suballocator_t* sa, hl_sa_slab_t* detached,
   }
   if (own) sa->backend->vtable->stream_destroy(sa->backend, own);
   uint64_t count = 0;
-  hl_spinlock_lock(&sa->lock);
+  hl_spinlock_lock(sa->lock);
   while (kept) {
     hl_sa_slab_t* slab = kept;
     kept = slab->next;
@@ -566,7 +567,7 @@ static uint64_t hl_sa_release(hl_suballocator_t* sa, hl_sa_slab_t* detached,
     ++sa->stats.slab_releases;
     ++count;
   }
-  hl_spinlock_unlock(&sa->lock);
+  hl_spinlock_unlock(sa->lock);
   while (released) {
     hl_sa_slab_t* slab = released;
     released = slab->next;
@@ -601,6 +602,7 @@ static void hl_sa_release_and_trim_pool(hl_suballocator_t* sa,
 
 hl_status_t hl_suballocator_create(hl_backend_t* backend,
                                    uint64_t release_threshold, bool poison,
+                                   hl_spinlock_t* lock,
                                    hl_suballocator_t** out_suballocator) {
   *out_suballocator = NULL;
   hl_suballocator_t* sa = calloc(1, sizeof(*sa));
@@ -608,7 +610,8 @@ hl_status_t hl_suballocator_create(hl_backend_t* backend,
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "allocating the suballocator");
   }
-  hl_spinlock_init(&sa->lock);
+  hl_spinlock_init(&sa->own_lock);
+  sa->lock = lock ? lock : &sa->own_lock;
   sa->backend = backend;
   sa->release_threshold = release_threshold;
   sa->poison = poison;
@@ -618,7 +621,7 @@ hl_status_t hl_suballocator_create(hl_backend_t* backend,
 
 void hl_suballocator_destroy(hl_suballocator_t* sa) {
   if (!sa) return;
-  hl_spinlock_lock(&sa->lock);
+  hl_spinlock_lock(sa->lock);
   if (sa->slabs) {
     // Every queue is gone and drained: timepoints no longer matter.
     hl_backend_stream_t* stream = NULL;
@@ -653,7 +656,7 @@ void hl_suballocator_destroy(hl_suballocator_t* sa) {
     sa->spare = b->next;
     free(b);
   }
-  hl_spinlock_unlock(&sa->lock);
+  hl_spinlock_unlock(sa->lock);
   for (uint32_t i = 0; i < sa->timeline_capacity; ++i) {
     hl_semaphore_release(sa->timelines[i]);
   }
@@ -693,20 +696,28 @@ static bool hl_sa_take_free_locked(hl_suballocator_t* sa, uint32_t pool,
   return true;
 }
 
-bool hl_suballocator_try_alloc(hl_suballocator_t* sa, uint64_t size,
-                               uint32_t queue_id, void** out_ptr,
-                               hl_suballocation_t** out_allocation) {
+bool hl_suballocator_try_alloc_locked(hl_suballocator_t* sa, uint64_t size,
+                                      uint32_t queue_id, void** out_ptr,
+                                      hl_suballocation_t** out_allocation) {
   *out_ptr = NULL;
   *out_allocation = NULL;
   if (size == 0 || size > HL_SA_MAX_SIZE) return false;
   uint64_t rounded = (size + HL_SA_ALIGNMENT - 1) & ~(HL_SA_ALIGNMENT - 1);
   uint32_t pool = rounded <= HL_SA_SMALL_MAX ? 0 : 1;
-  hl_spinlock_lock(&sa->lock);
   hl_suballocation_t* spare = hl_sa_block_new(sa);
   bool taken = spare && hl_sa_take_free_locked(sa, pool, rounded, queue_id,
                                                spare, out_ptr, out_allocation);
   if (spare && !taken) hl_sa_block_recycle(sa, spare);
-  hl_spinlock_unlock(&sa->lock);
+  return taken;
+}
+
+bool hl_suballocator_try_alloc(hl_suballocator_t* sa, uint64_t size,
+                               uint32_t queue_id, void** out_ptr,
+                               hl_suballocation_t** out_allocation) {
+  hl_spinlock_lock(sa->lock);
+  bool taken = hl_suballocator_try_alloc_locked(sa, size, queue_id, out_ptr,
+                                                out_allocation);
+  hl_spinlock_unlock(sa->lock);
   return taken;
 }
 
@@ -725,23 +736,23 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
   }
   uint64_t rounded = (size + HL_SA_ALIGNMENT - 1) & ~(HL_SA_ALIGNMENT - 1);
   uint32_t pool = rounded <= HL_SA_SMALL_MAX ? 0 : 1;
-  hl_spinlock_lock(&sa->lock);
+  hl_spinlock_lock(sa->lock);
   hl_suballocation_t* spare = hl_sa_block_new(sa);
   if (!spare) {
-    hl_spinlock_unlock(&sa->lock);
+    hl_spinlock_unlock(sa->lock);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "allocating suballocator metadata");
   }
   if (hl_sa_take_free_locked(sa, pool, rounded, queue_id, spare, out_ptr,
                              out_allocation)) {
-    hl_spinlock_unlock(&sa->lock);
+    hl_spinlock_unlock(sa->lock);
     return NULL;
   }
   // Growing calls the backend, without the lock (see hl_suballocator_t).
   hl_suballocation_t* first = hl_sa_block_new(sa);
   if (!first) {
     hl_sa_block_recycle(sa, spare);
-    hl_spinlock_unlock(&sa->lock);
+    hl_spinlock_unlock(sa->lock);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "allocating suballocator metadata");
   }
@@ -751,7 +762,7 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
   // idle segments until out of memory or empty_cache.
   hl_sa_slab_t* empty = hl_sa_detach_empty_locked(sa, 0, stream, queue_id);
   uint64_t slab_size = hl_sa_slab_size(sa, pool, rounded);
-  hl_spinlock_unlock(&sa->lock);
+  hl_spinlock_unlock(sa->lock);
   hl_sa_release_and_trim_pool(sa, empty, stream, false);
   hl_sa_slab_t* slab = NULL;
   hl_status_t st = hl_sa_slab_new(sa, slab_size, stream, &slab);
@@ -760,13 +771,13 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
     // Out of memory: give back whole free slabs, then retry once with a
     // slab of exactly the request's size (the last bytes of the device).
     hl_status_free(st);
-    hl_spinlock_lock(&sa->lock);
+    hl_spinlock_lock(sa->lock);
     empty = hl_sa_detach_empty_locked(sa, 0, stream, queue_id);
-    hl_spinlock_unlock(&sa->lock);
+    hl_spinlock_unlock(sa->lock);
     hl_sa_release_and_trim_pool(sa, empty, stream, true);
     st = hl_sa_slab_new(sa, rounded, stream, &slab);
   }
-  hl_spinlock_lock(&sa->lock);
+  hl_spinlock_lock(sa->lock);
   if (st) {
     if (retried) {
       st = hl_status_annotate(
@@ -780,7 +791,7 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
     }
     hl_sa_block_recycle(sa, first);
     hl_sa_block_recycle(sa, spare);
-    hl_spinlock_unlock(&sa->lock);
+    hl_spinlock_unlock(sa->lock);
     return st;
   }
   hl_suballocation_t* b =
@@ -788,17 +799,28 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
   hl_sa_take(sa, b, rounded, spare);
   *out_ptr = b->slab->base + b->offset;
   *out_allocation = b;
-  hl_spinlock_unlock(&sa->lock);
+  hl_spinlock_unlock(sa->lock);
   return NULL;
+}
+
+void hl_suballocator_poison(hl_suballocator_t* sa, hl_suballocation_t* b) {
+  if (sa->poison) memset(b->slab->base + b->offset, 0xDB, (size_t)b->size);
 }
 
 void hl_suballocator_free(hl_suballocator_t* sa, hl_suballocation_t* b,
                           hl_backend_stream_t* stream, uint32_t queue_id,
                           hl_semaphore_t* timeline, uint64_t value) {
-  (void)stream;
   // The block is still the freer's: poisoned before the lock.
-  if (sa->poison) memset(b->slab->base + b->offset, 0xDB, (size_t)b->size);
-  hl_spinlock_lock(&sa->lock);
+  hl_suballocator_poison(sa, b);
+  hl_spinlock_lock(sa->lock);
+  hl_suballocator_free_locked(sa, b, stream, queue_id, timeline, value);
+  hl_spinlock_unlock(sa->lock);
+}
+
+void hl_suballocator_free_locked(hl_suballocator_t* sa, hl_suballocation_t* b,
+                                 hl_backend_stream_t* stream, uint32_t queue_id,
+                                 hl_semaphore_t* timeline, uint64_t value) {
+  (void)stream;
   sa->stats.used_bytes -= b->size;
   b->free = true;
   b->freed_by = queue_id;
@@ -811,15 +833,14 @@ void hl_suballocator_free(hl_suballocator_t* sa, hl_suballocation_t* b,
                         : UINT64_MAX;  // Cannot be read: same queue only.
   }
   hl_sa_coalesce_and_bin(sa, b);
-  hl_spinlock_unlock(&sa->lock);
 }
 
 uint64_t hl_suballocator_trim(hl_suballocator_t* sa, uint64_t min_bytes_to_keep,
                               hl_backend_stream_t* stream, uint32_t queue_id) {
-  hl_spinlock_lock(&sa->lock);
+  hl_spinlock_lock(sa->lock);
   hl_sa_slab_t* empty =
       hl_sa_detach_empty_locked(sa, min_bytes_to_keep, stream, queue_id);
-  hl_spinlock_unlock(&sa->lock);
+  hl_spinlock_unlock(sa->lock);
   return hl_sa_release(sa, empty, stream);
 }
 
@@ -829,7 +850,7 @@ uint64_t hl_suballocator_release_threshold(hl_suballocator_t* sa) {
 
 void hl_suballocator_stats(hl_suballocator_t* sa,
                            hl_suballocator_stats_t* out_stats) {
-  hl_spinlock_lock(&sa->lock);
+  hl_spinlock_lock(sa->lock);
   *out_stats = sa->stats;
   out_stats->free_bytes = sa->stats.slab_bytes - sa->stats.used_bytes;
   out_stats->largest_free_block = 0;
@@ -846,12 +867,12 @@ void hl_suballocator_stats(hl_suballocator_t* sa,
       }
     }
   }
-  hl_spinlock_unlock(&sa->lock);
+  hl_spinlock_unlock(sa->lock);
 }
 
 hl_status_t hl_suballocator_verify(hl_suballocator_t* sa) {
   hl_status_t st = NULL;
-  hl_spinlock_lock(&sa->lock);
+  hl_spinlock_lock(sa->lock);
   uint64_t used = 0, slab_bytes = 0, slabs = 0, free_blocks = 0;
   for (hl_sa_slab_t* s = sa->slabs; s && !st; s = s->next) {
     ++slabs;
@@ -918,6 +939,6 @@ hl_status_t hl_suballocator_verify(hl_suballocator_t* sa) {
         (unsigned long long)sa->stats.slabs, (unsigned long long)binned,
         (unsigned long long)free_blocks);
   }
-  hl_spinlock_unlock(&sa->lock);
+  hl_spinlock_unlock(sa->lock);
   return st;
 }

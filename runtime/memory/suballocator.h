@@ -18,8 +18,8 @@
 //   synchronization points above the release threshold, and when an
 //   allocation runs out of memory (trim, then retry once).
 //
-// Thread-safe: one spin lock per suballocator, never held across a backend
-// call (growing and giving slabs back call malloc_async and free_async
+// Thread-safe: one spin lock (its own or the creator's), never held across a
+// backend call (growing and giving slabs back call malloc_async and free_async
 // between two holds; destroy excepted). It never calls the timeline but to
 // read a semaphore's value. hl_suballocator_try_alloc and
 // hl_suballocator_free make no backend call, so callers may hold a queue's
@@ -34,6 +34,7 @@
 
 #include "hipline/semaphore.h"
 #include "runtime/backend/backend.h"
+#include "runtime/base/spin.h"
 
 typedef struct hl_suballocator_t hl_suballocator_t;
 typedef struct hl_suballocation_t hl_suballocation_t;
@@ -60,9 +61,12 @@ typedef struct hl_suballocator_stats_t {
 // |release_threshold| bytes go back at synchronization points (UINT64_MAX
 // keeps them). |poison| fills freed blocks with 0xDB (checked mode on
 // backends with stream_ordered_host_work, where frees run in execution
-// order).
+// order). |lock| (NULL: one of its own) is the lock it takes; a caller that
+// shares it may do its own bookkeeping in the same critical section as an
+// allocation or a free (the _locked calls below).
 hl_status_t hl_suballocator_create(hl_backend_t* backend,
                                    uint64_t release_threshold, bool poison,
+                                   hl_spinlock_t* lock,
                                    hl_suballocator_t** out_suballocator);
 
 // Gives every slab back and frees the suballocator. Every suballocation must
@@ -84,6 +88,11 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* suballocator,
 bool hl_suballocator_try_alloc(hl_suballocator_t* suballocator, uint64_t size,
                                uint32_t queue_id, void** out_ptr,
                                hl_suballocation_t** out_allocation);
+// The same with the suballocator's lock held by the caller.
+bool hl_suballocator_try_alloc_locked(hl_suballocator_t* suballocator,
+                                      uint64_t size, uint32_t queue_id,
+                                      void** out_ptr,
+                                      hl_suballocation_t** out_allocation);
 
 // Frees |allocation| by the dealloca at |timeline|@|value| of queue
 // |queue_id| running on |stream|. A NULL |timeline| means every use is
@@ -92,6 +101,14 @@ void hl_suballocator_free(hl_suballocator_t* suballocator,
                           hl_suballocation_t* allocation,
                           hl_backend_stream_t* stream, uint32_t queue_id,
                           hl_semaphore_t* timeline, uint64_t value);
+// hl_suballocator_free in two steps, for a caller that holds the lock:
+// poison the block (checked mode) before taking it, then free it.
+void hl_suballocator_poison(hl_suballocator_t* suballocator,
+                            hl_suballocation_t* allocation);
+void hl_suballocator_free_locked(hl_suballocator_t* suballocator,
+                                 hl_suballocation_t* allocation,
+                                 hl_backend_stream_t* stream, uint32_t queue_id,
+                                 hl_semaphore_t* timeline, uint64_t value);
 
 // Gives whole free slabs back until at most |min_bytes_to_keep| slab bytes
 // stay. |stream| (may be NULL) is the stream of queue |queue_id| when called
