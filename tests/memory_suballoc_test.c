@@ -714,13 +714,21 @@ static void test_host_memory_setting(void** state) {
   unsetenv("HIPLINE_HOST_MEMORY");
 }
 
-// The switch: an option or HIPLINE_ALLOCATOR, strictly parsed.
+// The switch: an option or HIPLINE_ALLOCATOR, strictly parsed; hipline's
+// pool without either.
 static void test_pool_mode_switch(void** state) {
   (void)state;
   hl_device_options_t o;
   hl_device_options_initialize(&o);
   o.backend = hl_test_backend_kind();
   hl_device_t* d = NULL;
+  char* saved = getenv("HIPLINE_ALLOCATOR");
+  saved = saved ? strdup(saved) : NULL;
+  unsetenv("HIPLINE_ALLOCATOR");
+  HL_ASSERT_OK(hl_device_create(&o, hl_allocator_system(), &d));
+  assert_int_equal(hl_device_pool_mode(d), HL_POOL_MODE_HIPLINE);
+  hl_device_release(d);
+  d = NULL;
   o.pool_mode = (hl_pool_mode_t)7;
   HL_ASSERT_STATUS(hl_device_create(&o, hl_allocator_system(), &d),
                    INVALID_ARGUMENT);
@@ -753,6 +761,8 @@ static void test_pool_mode_switch(void** state) {
   assert_int_equal(hl_device_pool_mode(d), HL_POOL_MODE_HIPLINE);
   hl_device_release(d);
   unsetenv("HIPLINE_ALLOCATOR");
+  if (saved) setenv("HIPLINE_ALLOCATOR", saved, 1);
+  free(saved);
   assert_string_equal(hl_pool_mode_name(HL_POOL_MODE_HIPLINE), "hipline");
   assert_string_equal(hl_pool_mode_name(HL_POOL_MODE_DRIVER), "driver");
 }

@@ -9,14 +9,15 @@
 #   default  build/       RelWithDebInfo, -Werror        ctest (everything)
 #   workers  build/       the same build, HIPLINE_HOST_INLINE=0: every
 #                         stream item on its worker    ctest (everything)
-#   hipline  build/       the same build, HIPLINE_ALLOCATOR=hipline: the
+#   driver   build/       the same build, HIPLINE_ALLOCATOR=driver: the
 #                         conformance suite and the memory and reliability
-#                         suites (the soak too) on hipline's own pool
+#                         suites (the soak too) on the backend's own pool
+#                         (the default is hipline's suballocator)
 #                                                      ctest -L cts|memory|reliability
 #   asan     build-asan/  ASan + UBSan                   ctest (everything)
 #   tsan     build-tsan/  TSan                           ctest -L concurrency,
-#                         then again with HIPLINE_ALLOCATOR=hipline
-#                         (test preset tsan-hipline)
+#                         then again with HIPLINE_ALLOCATOR=driver
+#                         (test preset tsan-driver)
 #   extra    tools/ci-extra.sh, when it exists (fuzzers, soak)
 #
 # The stages use the presets of CMakePresets.json. It ends with one line per
@@ -301,12 +302,12 @@ stage_workers() {
   run_ctest_stage workers
 }
 
-# queue_alloca is served by the driver's pool unless HIPLINE_ALLOCATOR says
-# hipline: this stage runs the suites that allocate through queue_alloca
-# again with hipline's suballocator, so both allocators pass them.
-stage_hipline() {
+# queue_alloca is served by hipline's suballocator unless HIPLINE_ALLOCATOR
+# says driver: this stage runs the suites that allocate through queue_alloca
+# again with the backend's pool, so both allocators pass them.
+stage_driver() {
   STAGE_T0=$SECONDS
-  run_ctest_stage hipline
+  run_ctest_stage driver
 }
 
 stage_asan() {
@@ -320,10 +321,10 @@ stage_tsan() {
   configure_tsan_env
   export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}second_deadlock_stack=1"
   run_ctest_stage tsan "${TSAN_PREFIX[@]+"${TSAN_PREFIX[@]}"}"
-  # Again with hipline's suballocator, whose allocas and deallocas run at
-  # once on quiet queues (under the queue's lock) rather than on the stream.
+  # Again with the backend's pool, whose allocas and deallocas always run on
+  # the stream (hipline's run at once on quiet queues).
   STAGE_T0=$SECONDS
-  run_ctest_stage tsan-hipline "${TSAN_PREFIX[@]+"${TSAN_PREFIX[@]}"}"
+  run_ctest_stage tsan-driver "${TSAN_PREFIX[@]+"${TSAN_PREFIX[@]}"}"
 }
 
 stage_extra() {
@@ -359,7 +360,7 @@ for tool in cmake ctest python3; do
 done
 stage_default
 stage_workers
-stage_hipline
+stage_driver
 stage_asan
 stage_tsan
 stage_extra

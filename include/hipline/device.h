@@ -89,7 +89,7 @@ typedef struct hl_pool_attributes_t {
 
 // Which allocator serves queue_alloca (HIPLINE_ALLOCATOR).
 typedef enum hl_pool_mode_e {
-  HL_POOL_MODE_DEFAULT = 0,  // HIPLINE_ALLOCATOR, else DRIVER.
+  HL_POOL_MODE_DEFAULT = 0,  // HIPLINE_ALLOCATOR, else HIPLINE.
   HL_POOL_MODE_DRIVER = 1,   // One backend malloc_async per alloca.
   HL_POOL_MODE_HIPLINE = 2,  // hipline's timeline-aware suballocator over
                              // backend slabs (runtime/memory/suballocator.h).

@@ -290,8 +290,11 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
     int index = 0;
     bool set = false;
     st = hl_env_enum("HIPLINE_ALLOCATOR", kPoolModeNames, 2, &index, &set);
+    // hipline's suballocator unless HIPLINE_ALLOCATOR=driver (issue 16: it
+    // became the default once it held less memory than the driver's pool on
+    // every trace and workload and its pair reached the target).
     device->pool_mode =
-        (set && index == 1) ? HL_POOL_MODE_HIPLINE : HL_POOL_MODE_DRIVER;
+        (set && index == 0) ? HL_POOL_MODE_DRIVER : HL_POOL_MODE_HIPLINE;
   }
   device->checked = options->checked == 1;
   if (!st && options->checked == -1) {
