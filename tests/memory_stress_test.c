@@ -1,6 +1,7 @@
 // Four threads share two queues on one host device and run random mixes of
 // alloca, fill, copy, read-and-verify, dealloca (on either queue) and plain
-// release (the fallback), with random stream delays injected. Every buffer's
+// release (the fallback), with random stream delays injected and without
+// (where hipline's allocas and deallocas may run at once). Every buffer's
 // data is checked, and at the end the statistics balance: nothing in use,
 // every alloca accounted for by a dealloca or a fallback release.
 
@@ -143,9 +144,10 @@ static int worker_main(void* arg) {
   return 0;
 }
 
-static void test_stress_threads_queues(void** state) {
-  (void)state;
-  hl_faults_t delays = {.stream_delay_us = 100, .seed = 7};
+// |delay_us|: the streams' injected random delays (0: none, so allocas and
+// deallocas on a quiet queue run at once with hipline's suballocator).
+static void stress_threads_queues(uint32_t delay_us) {
+  hl_faults_t delays = {.stream_delay_us = delay_us, .seed = 7};
   hl_faults_t saved = hl_faults_set(&delays);
 
   hl_device_t* d = mem_device_create(NULL);
@@ -212,9 +214,124 @@ static void test_stress_threads_queues(void** state) {
   hl_device_release(d);
 }
 
+// Each thread allocas on its own queue (quiet between its steps, so with
+// hipline's suballocator the alloca and a dealloca there run at once),
+// sometimes fills and reads the buffer back, and deallocas it on its own
+// queue or on the next thread's: the pool is shared, blocks move between
+// queues, and frees on another queue wait for the owner's uses.
+static int pair_worker_main(void* arg) {
+  worker_t* w = (worker_t*)arg;
+  hl_semaphore_t* s = NULL;
+  if (hl_semaphore_create(0, hl_allocator_system(), &s)) abort();
+  uint64_t v = 0;
+  uint32_t* host = malloc(64 * 1024);
+  for (uint64_t i = 0; i < w->iterations && !w->errors; ++i) {
+    uint64_t r = next_random(&w->rng);
+    uint64_t size = 4 * (1 + next_random(&w->rng) % (16 * 1024));
+    uint32_t pattern = (uint32_t)(w->index << 24) ^ (uint32_t)i;
+    hl_buffer_t* b = NULL;
+    SUBMIT(w, "alloca", hl_queue_alloca(w->queues[0], NULL, NULL, size, 0, &b));
+    if (!b) break;
+    if (r & 1) {
+      hl_fence_t* sig = fence1(s, v + 1);
+      SUBMIT(w, "fill",
+             hl_queue_fill(w->queues[0], NULL, sig, b, 0, size, pattern));
+      hl_fence_release(sig);
+      hl_fence_t* wait = fence1(s, v + 1);
+      sig = fence1(s, v + 2);
+      SUBMIT(w, "read",
+             hl_queue_read(w->queues[0], wait, sig, b, 0, host, size));
+      hl_fence_release(wait);
+      hl_fence_release(sig);
+      v += 2;
+      hl_status_t st =
+          hl_semaphore_wait(s, v, hl_deadline_after(20000 * MEM_MS));
+      if (st) {
+        worker_error(w, "waiting for the read", st);
+      } else if (host[0] != pattern || host[size / 4 - 1] != pattern) {
+        w->errors++;
+        snprintf(w->error, sizeof(w->error),
+                 "thread %d iteration %llu: read %08x/%08x, want %08x",
+                 w->index, (unsigned long long)i, host[0], host[size / 4 - 1],
+                 pattern);
+      }
+    }
+    SUBMIT(w, "dealloca",
+           hl_queue_dealloca(w->queues[(r >> 1) & 1], NULL, NULL, b));
+    ++w->deallocas;
+    hl_buffer_release(b);
+    if (r & 64) thrd_yield();
+  }
+  free(host);
+  hl_semaphore_release(s);
+  return 0;
+}
+
+static void test_stress_pairs_own_queues(void** state) {
+  (void)state;
+  hl_faults_t none = {0};
+  hl_faults_t saved = hl_faults_set(&none);
+  hl_device_t* d = mem_device_create(NULL);
+  hl_queue_t* queues[THREADS];
+  for (int t = 0; t < THREADS; ++t) queues[t] = hl_test_queue_create(d);
+  worker_t workers[THREADS];
+  thrd_t threads[THREADS];
+  uint64_t iterations = hl_test_scale(2000, 20);
+  for (int t = 0; t < THREADS; ++t) {
+    workers[t] = (worker_t){.device = d,
+                            .queues = {queues[t], queues[(t + 1) % THREADS]},
+                            .index = t,
+                            .iterations = iterations,
+                            .rng = 0xD1B54A32D192ED03ull * (uint64_t)(t + 1)};
+    assert_int_equal(thrd_create(&threads[t], pair_worker_main, &workers[t]),
+                     thrd_success);
+  }
+  uint64_t deallocas = 0;
+  for (int t = 0; t < THREADS; ++t) {
+    thrd_join(threads[t], NULL);
+    if (workers[t].errors) fail_msg("%s", workers[t].error);
+    deallocas += workers[t].deallocas;
+  }
+  HL_ASSERT_OK(hl_device_wait_idle(d, MEM_DEADLINE()));
+  assert_true(hl_test_poll_bytes_in_use(d, 0, 5000));
+  hl_faults_set(&saved);
+  hl_memory_stats_t st = hl_test_memory_stats(d);
+  hl_time_t deadline = hl_deadline_after(5000 * MEM_MS);
+  while (st.deallocas < deallocas && hl_time_now() < deadline) {
+    hl_test_sleep_ms(2);
+    st = hl_test_memory_stats(d);
+  }
+  print_message("pairs: %llu allocas, %llu deallocas, %llu block reuses\n",
+                (unsigned long long)st.allocas,
+                (unsigned long long)st.deallocas,
+                (unsigned long long)st.pool_block_reuses);
+  assert_int_equal(st.allocas, THREADS * iterations);
+  assert_int_equal(st.deallocas, deallocas);
+  assert_int_equal(st.bytes_in_use, 0);
+  assert_int_equal(st.deallocas_cancelled, 0);
+  assert_int_equal(st.use_after_free, 0);
+  for (int t = 0; t < THREADS; ++t) {
+    HL_ASSERT_OK(hl_queue_status(queues[t]));
+    hl_queue_release(queues[t]);
+  }
+  hl_device_release(d);
+}
+
+static void test_stress_threads_queues(void** state) {
+  (void)state;
+  stress_threads_queues(100);
+}
+
+static void test_stress_threads_queues_no_delays(void** state) {
+  (void)state;
+  stress_threads_queues(0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stress_threads_queues),
+      cmocka_unit_test(test_stress_threads_queues_no_delays),
+      cmocka_unit_test(test_stress_pairs_own_queues),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
