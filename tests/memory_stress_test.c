@@ -50,6 +50,28 @@ static hl_fence_t* fence1(hl_semaphore_t* s, uint64_t v) {
   return f;
 }
 
+// Waits for |s| to reach |v| (the read into |host|), then checks that every
+// word of |size| bytes holds |pattern| (iteration |i|).
+static void wait_and_verify(worker_t* w, hl_semaphore_t* s, uint64_t v,
+                            uint64_t i, const uint32_t* host, uint64_t size,
+                            uint32_t pattern) {
+  hl_status_t st = hl_semaphore_wait(s, v, hl_deadline_after(20000 * MEM_MS));
+  if (st) {
+    worker_error(w, "waiting for the read", st);
+    return;
+  }
+  for (uint64_t k = 0; k < size / 4; ++k) {
+    if (host[k] != pattern) {
+      w->errors++;
+      snprintf(w->error, sizeof(w->error),
+               "thread %d iteration %llu: word %llu is %08x, want %08x",
+               w->index, (unsigned long long)i, (unsigned long long)k, host[k],
+               pattern);
+      return;
+    }
+  }
+}
+
 #define SUBMIT(w, what, expr)            \
   do {                                   \
     hl_status_t st_ = (expr);            \
@@ -115,21 +137,7 @@ static int worker_main(void* arg) {
     hl_fence_release(wait);
     hl_fence_release(sig);
     v += 5;
-    hl_status_t st = hl_semaphore_wait(s, v, hl_deadline_after(20000 * MEM_MS));
-    if (st) {
-      worker_error(w, "waiting for the read", st);
-    } else {
-      for (uint64_t k = 0; k < size / 4; ++k) {
-        if (host[k] != pattern) {
-          w->errors++;
-          snprintf(w->error, sizeof(w->error),
-                   "thread %d iteration %llu: word %llu is %08x, want %08x",
-                   w->index, (unsigned long long)i, (unsigned long long)k,
-                   host[k], pattern);
-          break;
-        }
-      }
-    }
+    wait_and_verify(w, s, v, i, host, size, pattern);
     if (r & 32) {
       SUBMIT(w, "dealloca b", hl_queue_dealloca(qc, NULL, NULL, b));
       ++w->deallocas;
@@ -244,17 +252,7 @@ static int pair_worker_main(void* arg) {
       hl_fence_release(wait);
       hl_fence_release(sig);
       v += 2;
-      hl_status_t st =
-          hl_semaphore_wait(s, v, hl_deadline_after(20000 * MEM_MS));
-      if (st) {
-        worker_error(w, "waiting for the read", st);
-      } else if (host[0] != pattern || host[size / 4 - 1] != pattern) {
-        w->errors++;
-        snprintf(w->error, sizeof(w->error),
-                 "thread %d iteration %llu: read %08x/%08x, want %08x",
-                 w->index, (unsigned long long)i, host[0], host[size / 4 - 1],
-                 pattern);
-      }
+      wait_and_verify(w, s, v, i, host, size, pattern);
     }
     SUBMIT(w, "dealloca",
            hl_queue_dealloca(w->queues[(r >> 1) & 1], NULL, NULL, b));

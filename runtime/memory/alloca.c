@@ -264,8 +264,8 @@ typedef struct hl_dealloca_op_t {
   hl_root_t* root;
   bool owns_root;
   bool frees;  // ASYNC pool root: free on the stream.
-  atomic_bool freed;
-  atomic_bool settled;  // The cancel check ran (at most once).
+  // The cancel check ran (at most once), or the free did (which settles it).
+  atomic_bool settled;
   uint32_t queue_id;
   uint64_t value;
   hl_semaphore_t* timeline;  // The queue's (borrowed while in flight).
@@ -296,8 +296,7 @@ static void hl_dealloca_on_submit(hl_op_t* base, hl_queue_t* queue,
 static void hl_dealloca_settle(hl_dealloca_op_t* op) {
   // A free that ran settled it (hl_dealloca_freed), earlier in stream order.
   if (atomic_load_explicit(&op->settled, memory_order_acquire)) return;
-  if (atomic_exchange(&op->settled, true)) return;
-  if (!op->frees || atomic_load(&op->freed)) return;
+  if (atomic_exchange(&op->settled, true) || !op->frees) return;
   atomic_store(&op->root->dealloca_scheduled, false);
   hl_memory_note(op->root->device, op->queue_id,
                  HL_MEMORY_EVENT_DEALLOCA_CANCELLED, 0);
@@ -307,11 +306,9 @@ static void hl_dealloca_settle_fn(void* user) {
   hl_dealloca_settle((hl_dealloca_op_t*)user);
 }
 
-// The free succeeded (hl_root_free_memory counted the dealloca).
+// The free succeeded (hl_root_free_memory counted the dealloca): nothing is
+// left for the settle step, later in stream order, to decide.
 static void hl_dealloca_freed(hl_dealloca_op_t* op) {
-  // Read by the settle step, later in stream order: it has nothing to
-  // decide, so it is settled too (the step then skips its exchange).
-  atomic_store_explicit(&op->freed, true, memory_order_release);
   atomic_store_explicit(&op->settled, true, memory_order_release);
 }
 
@@ -489,7 +486,6 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
   op->root = root;
   op->frees = root->memory == HL_ROOT_MEMORY_POOL &&
               atomic_load(&root->origin) == HL_BUFFER_ORIGIN_ASYNC;
-  atomic_init(&op->freed, false);
   atomic_init(&op->settled, false);
   op->queue_id = hl_queue_id(queue);
   op->what = who;

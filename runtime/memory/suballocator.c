@@ -711,16 +711,6 @@ bool hl_suballocator_try_alloc_locked(hl_suballocator_t* sa, uint64_t size,
   return taken;
 }
 
-bool hl_suballocator_try_alloc(hl_suballocator_t* sa, uint64_t size,
-                               uint32_t queue_id, void** out_ptr,
-                               hl_suballocation_t** out_allocation) {
-  hl_spinlock_lock(sa->lock);
-  bool taken = hl_suballocator_try_alloc_locked(sa, size, queue_id, out_ptr,
-                                                out_allocation);
-  hl_spinlock_unlock(sa->lock);
-  return taken;
-}
-
 hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
                                   hl_backend_stream_t* stream,
                                   uint32_t queue_id, hl_semaphore_t* timeline,

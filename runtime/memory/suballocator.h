@@ -21,7 +21,7 @@
 // Thread-safe: one spin lock (its own or the creator's), never held across a
 // backend call (growing and giving slabs back call malloc_async and free_async
 // between two holds; destroy excepted). It never calls the timeline but to
-// read a semaphore's value. hl_suballocator_try_alloc and
+// read a semaphore's value. hl_suballocator_try_alloc_locked and
 // hl_suballocator_free make no backend call, so callers may hold a queue's
 // lock around them. On backends with stream_ordered_host_work it may be
 // called from a host function running on |stream| (the alloca and dealloca
@@ -82,13 +82,10 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* suballocator,
                                   uint64_t value, void** out_ptr,
                                   hl_suballocation_t** out_allocation);
 
-// hl_suballocator_alloc where free space serves the request: no slab is
-// asked for and no backend is called (so a caller may hold a queue's lock).
-// Returns false, changing nothing, when the request would need a new slab.
-bool hl_suballocator_try_alloc(hl_suballocator_t* suballocator, uint64_t size,
-                               uint32_t queue_id, void** out_ptr,
-                               hl_suballocation_t** out_allocation);
-// The same with the suballocator's lock held by the caller.
+// hl_suballocator_alloc where free space serves the request, with the
+// suballocator's lock held by the caller: no slab is asked for and no
+// backend is called (so a caller may hold a queue's lock too). Returns
+// false, changing nothing, when the request would need a new slab.
 bool hl_suballocator_try_alloc_locked(hl_suballocator_t* suballocator,
                                       uint64_t size, uint32_t queue_id,
                                       void** out_ptr,

@@ -912,13 +912,18 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
 // submission's event). Its signals are published under the lock the caller
 // already holds, with no backend call and no issue step. Returns false,
 // changing nothing, otherwise. The queue's lock held.
+// Whether a submission of |ops| may complete at once by its shape: no ops,
+// or one that can run here (hl_op_vtable_t.run_at_once).
+static inline bool hl_ops_may_complete_at_once(const hl_op_t* ops) {
+  return !ops || (!ops->next && ops->vtable->run_at_once);
+}
+
 static bool hl_queue_complete_at_once_locked(hl_queue_t* queue,
                                              hl_submission_t* sub) {
   hl_op_t* op = sub->ops;
   // A failed submission's op is cancelled, never run: the issue step does it.
-  if (queue->in_flight ||
-      (op && (op->next || !op->vtable->run_at_once || !hl_faults_none() ||
-              atomic_load(&sub->failure)))) {
+  if (queue->in_flight || !hl_ops_may_complete_at_once(op) ||
+      (op && (!hl_faults_none() || atomic_load(&sub->failure)))) {
     return false;
   }
   for (size_t i = 0; i < sub->wait_count; ++i) {
@@ -1742,9 +1747,8 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   for (hl_op_t* op = ops; op; op = op->next) {
     if (op->vtable->on_submit) op->vtable->on_submit(op, queue, sub->value);
   }
-  if ((!ops || (!ops->next && ops->vtable->run_at_once)) && pump_here &&
-      !queue->issuing && !queue->pending_head &&
-      hl_submission_waits_unfailed(sub)) {
+  if (hl_ops_may_complete_at_once(ops) && pump_here && !queue->issuing &&
+      !queue->pending_head && hl_submission_waits_unfailed(sub)) {
     // An empty submission, or one whose op can run here, on a quiet queue
     // completes here, without going through the pending list and the pump
     // (what they would do for it, but for the op's stream work).
