@@ -1,9 +1,15 @@
 // Host reference kernels: the parameter table and each kernel's results on
 // edge cases (empty, single, odd sizes, views at unaligned offsets).
+#if defined(__linux__)
+#define _GNU_SOURCE  // sched_setaffinity, CPU_SET
+#include <sched.h>
+#endif
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <threads.h>
 #include <time.h>
@@ -256,6 +262,105 @@ static void test_spin_device_clock(void** state) {
   assert_int_equal(rc, 0);  // 1: slept past a passed deadline; 2, 3: short.
 }
 
+// The device clock counts the work a stream's thread did between spins, not
+// the time it spent waiting for a core: a GPU is not slowed down because the
+// host thread that models it was preempted (several stream threads sharing
+// two cores did exactly that to the multistream benchmark). A burner thread
+// shares the spinning thread's only CPU while that thread does 60 ms of
+// work; then two spins launched together with the first follow.
+#if defined(__linux__)
+typedef struct shared_core_t {
+  int cpu;
+  atomic_bool stop;
+  atomic_bool running;
+} shared_core_t;
+
+static bool pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+static int burner_main(void* arg) {
+  shared_core_t* core = arg;
+  if (!pin_to(core->cpu)) return 1;
+  atomic_store(&core->running, true);
+  while (!atomic_load_explicit(&core->stop, memory_order_relaxed)) {
+  }
+  return 0;
+}
+
+// thread_cpu_ns without cmocka's assert (this runs on another thread).
+static hl_duration_t cpu_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (hl_duration_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+// 0: passed; 1: setup failed (skip); 2: the wait for the core counted as
+// device time; 3: the work did not.
+static int preempted_clock_main(void* arg) {
+  shared_core_t* core = arg;
+  const hl_duration_t ms = 1000000;
+  if (!pin_to(core->cpu)) return 1;
+  thrd_t burner;
+  if (thrd_create(&burner, burner_main, core) != thrd_success) return 1;
+  while (!atomic_load(&core->running)) thrd_yield();
+  hl_time_t t0 = hl_time_now();
+  (void)spin_from(t0, 30 * ms);
+  // 60 ms of this thread's CPU time, with the burner taking turns on the
+  // core: about 120 ms of wall time, half of it spent waiting.
+  hl_time_t worked_from = hl_time_now();
+  hl_duration_t cpu0 = cpu_now_ns();
+  while (cpu_now_ns() - cpu0 < 60 * ms) {
+  }
+  hl_time_t worked_to = hl_time_now();
+  atomic_store(&core->stop, true);
+  int rc = 1;
+  thrd_join(burner, &rc);
+  if (rc) return 1;
+  (void)spin_from(t0, 60 * ms);
+  hl_time_t end = hl_time_now();
+  printf("    worked %lld ms of wall time; the next 60 ms spin took %lld ms\n",
+         (long long)((worked_to - worked_from) / ms),
+         (long long)((end - worked_to) / ms));
+  // The work itself is device time: 30 + 60 + 60 ms at least.
+  if (end - t0 < 150 * ms) return 3;
+  // Wall-clock accounting would end the spin 60 ms after the work; the
+  // waiting (about 60 ms) is not device time, so it ends well before.
+  if (worked_to - worked_from < 90 * ms) return 1;  // Hardly any waiting.
+  if (end - worked_to >= 45 * ms) return 2;
+  return 0;
+}
+#endif
+
+static void test_spin_clock_skips_waits_for_a_core(void** state) {
+  (void)state;
+#if defined(__linux__)
+  FILE* schedstat = fopen("/proc/thread-self/schedstat", "r");
+  if (!schedstat) skip();  // No run-delay accounting: wall time is used.
+  fclose(schedstat);
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) skip();
+  shared_core_t core = {.cpu = -1};
+  for (int i = 0; i < CPU_SETSIZE && core.cpu < 0; ++i) {
+    if (CPU_ISSET(i, &allowed)) core.cpu = i;
+  }
+  atomic_init(&core.stop, false);
+  atomic_init(&core.running, false);
+  thrd_t thread;
+  assert_int_equal(thrd_create(&thread, preempted_clock_main, &core),
+                   thrd_success);
+  int rc = -1;
+  assert_int_equal(thrd_join(thread, &rc), thrd_success);
+  if (rc == 1) skip();
+  assert_int_equal(rc, 0);
+#else
+  skip();
+#endif
+}
+
 static void axpy(float a, const float* x, float* y, uint64_t n) {
   void* params[] = {&a, &x, &y, &n};
   launch("axpy", params, NULL);
@@ -294,6 +399,7 @@ int main(void) {
       cmocka_unit_test(test_spin),
       cmocka_unit_test(test_spin_sleeps),
       cmocka_unit_test(test_spin_device_clock),
+      cmocka_unit_test(test_spin_clock_skips_waits_for_a_core),
       cmocka_unit_test(test_axpy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -62,8 +62,30 @@ void hl_host_kernel_copy(void** params, const hl_launch_config_t* config) {
 // per idle period, not one per spin. Every stream runs its kernels on one
 // thread of its own (host backend and hip test runtime), so the clock is
 // per thread.
+//
+// "The real work the stream did" is the wall time since that spin returned
+// less the time the thread spent runnable but waiting for a core
+// (hl_thread_run_delay_ns; wall time alone where that is unknown). A GPU
+// does not slow down because the host is oversubscribed: with four stream
+// threads and a submitter on two cores, counting the waits made four
+// queues' spins take 1.4-1.6x as long as one queue's, which measured the
+// machine's core count rather than hipline (README, "Multistream").
+// Voluntary sleeps (a host function or a cross-stream wait that blocks,
+// an injected delay) still count, as they would block a HIP stream.
 static _Thread_local hl_time_t hl_spin_end_;   // Model end of the last spin.
 static _Thread_local hl_time_t hl_spin_woke_;  // When it returned.
+static _Thread_local int64_t hl_spin_woke_delay_;  // Run delay then, or -1.
+
+// Wall time since the last spin returned, less the waits for a core.
+static hl_duration_t hl_spin_worked_since_woke(hl_time_t now) {
+  hl_duration_t worked = now - hl_spin_woke_;
+  int64_t delay = hl_spin_woke_delay_ >= 0 ? hl_thread_run_delay_ns() : -1;
+  if (delay >= hl_spin_woke_delay_ && hl_spin_woke_delay_ >= 0) {
+    hl_duration_t waited = (hl_duration_t)(delay - hl_spin_woke_delay_);
+    worked = waited < worked ? worked - waited : 0;
+  }
+  return worked;
+}
 void hl_host_kernel_spin(void** params, const hl_launch_config_t* config) {
   uint64_t cycles = HL_PARAM(uint64_t, 0);
   uint32_t* out_blocks_done = HL_PARAM(uint32_t*, 1);
@@ -73,7 +95,7 @@ void hl_host_kernel_spin(void** params, const hl_launch_config_t* config) {
   if (config && config->launch_ns && config->launch_ns <= now) {
     start = config->launch_ns;
     if (hl_spin_end_) {
-      hl_time_t busy = hl_spin_end_ + (now - hl_spin_woke_);
+      hl_time_t busy = hl_spin_end_ + hl_spin_worked_since_woke(now);
       if (busy > start) start = busy;
     }
   }
@@ -81,6 +103,7 @@ void hl_host_kernel_spin(void** params, const hl_launch_config_t* config) {
   if (end > now) hl_sleep_until(end);
   hl_spin_end_ = end;
   hl_spin_woke_ = hl_time_now();
+  hl_spin_woke_delay_ = hl_thread_run_delay_ns();
   if (out_blocks_done != NULL) {
     uint32_t blocks = 1;
     if (config != NULL) {

@@ -1,9 +1,12 @@
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 #if defined(__linux__)
+#include <fcntl.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 #endif
 
 #include "runtime/base/spin.h"
@@ -89,6 +92,54 @@ bool hl_spin_until(hl_spin_ready_fn_t ready, const void* arg) {
   }
   return true;
 }
+
+#if defined(__linux__)
+// Each thread keeps its schedstat descriptor in a thread-specific slot
+// (descriptor + 1; -1 once opening failed); the slot's destructor closes it
+// when the thread ends, so stream threads that come and go leak nothing.
+static once_flag hl_run_delay_once_ = ONCE_FLAG_INIT;
+static tss_t hl_run_delay_key_;
+static bool hl_run_delay_key_ok_;
+
+static void hl_run_delay_close(void* slot) {
+  intptr_t fd_plus_one = (intptr_t)slot;
+  if (fd_plus_one > 0) close((int)(fd_plus_one - 1));
+}
+
+static void hl_run_delay_init(void) {
+  hl_run_delay_key_ok_ =
+      tss_create(&hl_run_delay_key_, hl_run_delay_close) == thrd_success;
+}
+
+int64_t hl_thread_run_delay_ns(void) {
+  call_once(&hl_run_delay_once_, hl_run_delay_init);
+  if (!hl_run_delay_key_ok_) return -1;
+  intptr_t slot = (intptr_t)tss_get(hl_run_delay_key_);
+  if (slot == 0) {
+    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    slot = fd >= 0 ? (intptr_t)fd + 1 : -1;
+    if (tss_set(hl_run_delay_key_, (void*)slot) != thrd_success) {
+      if (fd >= 0) close(fd);
+      return -1;
+    }
+  }
+  if (slot < 0) return -1;
+  // "<ns on a core> <ns waiting for one> <time slices>\n"
+  char text[96];
+  ssize_t n = pread((int)(slot - 1), text, sizeof(text) - 1, 0);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  char* end = NULL;
+  (void)strtoull(text, &end, 10);
+  if (end == text || *end != ' ') return -1;
+  char* field = end + 1;
+  unsigned long long waited = strtoull(field, &end, 10);
+  if (end == field || waited > (unsigned long long)INT64_MAX) return -1;
+  return (int64_t)waited;
+}
+#else
+int64_t hl_thread_run_delay_ns(void) { return -1; }
+#endif
 
 void hl_thread_set_name(const char* name) {
 #if defined(__linux__) && defined(PR_SET_NAME)

@@ -3,6 +3,7 @@
 #define HIPLINE_RUNTIME_BASE_TIME_UTIL_H_
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <threads.h>
 #include <time.h>
 
@@ -27,6 +28,12 @@ void hl_sleep_until(hl_time_t deadline);
 // their deadline as it can (Linux timer slack of 1 ns instead of the default
 // 50 us); a no-op elsewhere. For threads that model device time by sleeping.
 void hl_thread_set_precise_sleep(void);
+
+// Nanoseconds the calling thread has spent runnable but waiting for a core
+// since it started (Linux: the second field of /proc/thread-self/schedstat,
+// read through a descriptor kept per thread), or -1 where that is unknown.
+// The host backend's spin kernel leaves this time out of its device clock.
+int64_t hl_thread_run_delay_ns(void);
 
 // Names the calling thread for debuggers, top and perf (Linux; a no-op
 // elsewhere): hipline's threads are "hl-stream", "hl-work" and
