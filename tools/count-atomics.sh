@@ -23,8 +23,11 @@ done
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 # The archive's HIP loader references libdl symbols; a static link warns
-# about dlopen, which the host backend never reaches.
-gcc -O2 -g -static -I"$ROOT/include" "$ROOT/tools/atomics/loop.c" "$LIB" \
+# about dlopen, which the host backend never reaches. -flto: the library's
+# objects carry LTO bytecode when it was built with HIPLINE_LTO (the
+# default), and the loop is then optimized across it as the benchmarks are;
+# without it the machine code in the same objects is linked.
+gcc -O2 -g -flto=auto -static -I"$ROOT/include" "$ROOT/tools/atomics/loop.c" "$LIB" \
   -lpthread -ldl -lm -o "$WORK/loop" 2> "$WORK/link.log" ||
   { cat "$WORK/link.log" >&2; exit 1; }
 HIPLINE_BACKEND=host valgrind --tool=callgrind --dump-instr=yes \

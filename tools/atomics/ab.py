@@ -13,8 +13,8 @@ ratios B/A, which cancels the spell a round ran in.
 LOOP_A and LOOP_B are static builds of the loop, as count-atomics.sh
 links it:
 
-  gcc -O2 -static -Iinclude tools/atomics/loop.c build/lib/libhipline.a \
-      -lpthread -ldl -lm -o loop
+  gcc -O2 -flto=auto -static -Iinclude tools/atomics/loop.c \
+      build/lib/libhipline.a -lpthread -ldl -lm -o loop
 
 Each run is a whole process (device creation included, spread over N
 iterations; default N 200,000). HIPLINE_BACKEND is forced to host; other
