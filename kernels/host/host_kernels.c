@@ -102,8 +102,10 @@ void hl_host_kernel_spin(void** params, const hl_launch_config_t* config) {
   hl_time_t end = start + (hl_time_t)cycles;
   if (end > now) hl_sleep_until(end);
   hl_spin_end_ = end;
-  hl_spin_woke_ = hl_time_now();
+  // The read first: its own system call is the model's cost, not work the
+  // stream did after this spin.
   hl_spin_woke_delay_ = hl_thread_run_delay_ns();
+  hl_spin_woke_ = hl_time_now();
   if (out_blocks_done != NULL) {
     uint32_t blocks = 1;
     if (config != NULL) {
