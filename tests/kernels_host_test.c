@@ -20,6 +20,11 @@
 #include "kernels/host/host_kernels.h"
 #include "kernels/kernel_table.h"
 #include "kernels/pattern.h"
+#include "runtime/base/time_util.h"
+#if defined(__linux__)
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
 
 // Finds the host kernel |name| in the host code object.
 static const hl_host_kernel_t* find_kernel(const char* name) {
@@ -335,6 +340,64 @@ static int preempted_clock_main(void* arg) {
 }
 #endif
 
+// A forked child's thread is a new task: its run delay starts afresh, and
+// must not be read through the descriptor its parent's thread opened (which
+// names the parent's thread). The parent's thread first waits for a core
+// for a while (a burner shares it), so the two values differ.
+// 0: passed; 1: setup failed (skip); 2: the child read its parent's delay.
+static int run_delay_fork_main(void* arg) {
+  shared_core_t* core = arg;
+  const hl_duration_t ms = 1000000;
+  if (!pin_to(core->cpu)) return 1;
+  thrd_t burner;
+  if (thrd_create(&burner, burner_main, core) != thrd_success) return 1;
+  while (!atomic_load(&core->running)) thrd_yield();
+  hl_duration_t cpu0 = cpu_now_ns();
+  while (cpu_now_ns() - cpu0 < 30 * ms) {
+  }
+  atomic_store(&core->stop, true);
+  int rc = 1;
+  thrd_join(burner, &rc);
+  if (rc) return 1;
+  int64_t parent = hl_thread_run_delay_ns();  // Opens this thread's file.
+  if (parent < 10 * ms) return 1;             // Hardly waited: no contrast.
+  pid_t pid = fork();
+  if (pid < 0) return 1;
+  if (pid == 0) {
+    int64_t child = hl_thread_run_delay_ns();
+    _exit(child >= 0 && child < parent / 2 ? 0 : 2);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 1;
+  return WEXITSTATUS(status);
+}
+
+static void test_run_delay_is_the_callers_after_fork(void** state) {
+  (void)state;
+#if defined(__linux__)
+  FILE* schedstat = fopen("/proc/thread-self/schedstat", "r");
+  if (!schedstat) skip();
+  fclose(schedstat);
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) skip();
+  shared_core_t core = {.cpu = -1};
+  for (int i = 0; i < CPU_SETSIZE && core.cpu < 0; ++i) {
+    if (CPU_ISSET(i, &allowed)) core.cpu = i;
+  }
+  atomic_init(&core.stop, false);
+  atomic_init(&core.running, false);
+  thrd_t thread;
+  assert_int_equal(thrd_create(&thread, run_delay_fork_main, &core),
+                   thrd_success);
+  int rc = -1;
+  assert_int_equal(thrd_join(thread, &rc), thrd_success);
+  if (rc == 1) skip();
+  assert_int_equal(rc, 0);
+#else
+  skip();
+#endif
+}
+
 static void test_spin_clock_skips_waits_for_a_core(void** state) {
   (void)state;
 #if defined(__linux__)
@@ -400,6 +463,7 @@ int main(void) {
       cmocka_unit_test(test_spin_sleeps),
       cmocka_unit_test(test_spin_device_clock),
       cmocka_unit_test(test_spin_clock_skips_waits_for_a_core),
+      cmocka_unit_test(test_run_delay_is_the_callers_after_fork),
       cmocka_unit_test(test_axpy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

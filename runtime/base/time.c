@@ -5,6 +5,7 @@
 
 #if defined(__linux__)
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 #endif
@@ -97,6 +98,9 @@ bool hl_spin_until(hl_spin_ready_fn_t ready, const void* arg) {
 // Each thread keeps its schedstat descriptor in a thread-specific slot
 // (descriptor + 1; -1 once opening failed); the slot's destructor closes it
 // when the thread ends, so stream threads that come and go leak nothing.
+// A child of fork() is a new task whose one thread inherited the slot of
+// the thread that forked, naming that thread's file in the parent: the
+// child drops it and opens its own at the next read.
 static once_flag hl_run_delay_once_ = ONCE_FLAG_INIT;
 static tss_t hl_run_delay_key_;
 static bool hl_run_delay_key_ok_;
@@ -106,9 +110,15 @@ static void hl_run_delay_close(void* slot) {
   if (fd_plus_one > 0) close((int)(fd_plus_one - 1));
 }
 
+static void hl_run_delay_forget_in_child(void) {
+  hl_run_delay_close(tss_get(hl_run_delay_key_));
+  (void)tss_set(hl_run_delay_key_, NULL);
+}
+
 static void hl_run_delay_init(void) {
   hl_run_delay_key_ok_ =
-      tss_create(&hl_run_delay_key_, hl_run_delay_close) == thrd_success;
+      tss_create(&hl_run_delay_key_, hl_run_delay_close) == thrd_success &&
+      pthread_atfork(NULL, NULL, hl_run_delay_forget_in_child) == 0;
 }
 
 int64_t hl_thread_run_delay_ns(void) {
