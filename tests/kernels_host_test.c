@@ -270,14 +270,14 @@ static void test_spin_device_clock(void** state) {
 // The device clock counts the work a stream's thread did between spins, not
 // the time it spent waiting for a core: a GPU is not slowed down because the
 // host thread that models it was preempted (several stream threads sharing
-// two cores did exactly that to the multistream benchmark). A burner thread
-// shares the spinning thread's only CPU while that thread does 60 ms of
-// work; then two spins launched together with the first follow.
+// two cores did exactly that to the multistream benchmark). The tests below
+// make a thread wait for its core by pinning a burner thread to its CPU.
 #if defined(__linux__)
 typedef struct shared_core_t {
   int cpu;
   atomic_bool stop;
   atomic_bool running;
+  thrd_t burner;
 } shared_core_t;
 
 static bool pin_to(int cpu) {
@@ -296,6 +296,24 @@ static int burner_main(void* arg) {
   return 0;
 }
 
+// Pins the calling thread to |core->cpu| and starts the burner there.
+static bool share_core_begin(shared_core_t* core) {
+  if (!pin_to(core->cpu) ||
+      thrd_create(&core->burner, burner_main, core) != thrd_success) {
+    return false;
+  }
+  while (!atomic_load(&core->running)) thrd_yield();
+  return true;
+}
+
+// Stops the burner; false when it could not run where it should.
+static bool share_core_end(shared_core_t* core) {
+  atomic_store(&core->stop, true);
+  int rc = 1;
+  thrd_join(core->burner, &rc);
+  return rc == 0;
+}
+
 // thread_cpu_ns without cmocka's assert (this runs on another thread).
 static hl_duration_t cpu_now_ns(void) {
   struct timespec ts;
@@ -303,28 +321,51 @@ static hl_duration_t cpu_now_ns(void) {
   return (hl_duration_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
+// Spends |ns| of the calling thread's CPU time.
+static void burn_cpu(hl_duration_t ns) {
+  hl_duration_t cpu0 = cpu_now_ns();
+  while (cpu_now_ns() - cpu0 < ns) {
+  }
+}
+
+// Runs |main| (on a shared_core_t) on a thread of its own; its result 1
+// means the setup failed (skip), any other non-zero a failure.
+static void run_sharing_a_core(thrd_start_t main) {
+  FILE* schedstat = fopen("/proc/thread-self/schedstat", "r");
+  if (!schedstat) skip();  // No run-delay accounting: wall time is used.
+  fclose(schedstat);
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) skip();
+  shared_core_t core = {.cpu = -1};
+  for (int i = 0; i < CPU_SETSIZE && core.cpu < 0; ++i) {
+    if (CPU_ISSET(i, &allowed)) core.cpu = i;
+  }
+  atomic_init(&core.stop, false);
+  atomic_init(&core.running, false);
+  thrd_t thread;
+  assert_int_equal(thrd_create(&thread, main, &core), thrd_success);
+  int rc = -1;
+  assert_int_equal(thrd_join(thread, &rc), thrd_success);
+  if (rc == 1) skip();
+  assert_int_equal(rc, 0);
+}
+
+// The spinning thread does 60 ms of work while the burner shares its core;
+// then a spin launched together with the first follows.
 // 0: passed; 1: setup failed (skip); 2: the wait for the core counted as
 // device time; 3: the work did not.
 static int preempted_clock_main(void* arg) {
   shared_core_t* core = arg;
   const hl_duration_t ms = 1000000;
-  if (!pin_to(core->cpu)) return 1;
-  thrd_t burner;
-  if (thrd_create(&burner, burner_main, core) != thrd_success) return 1;
-  while (!atomic_load(&core->running)) thrd_yield();
+  if (!share_core_begin(core)) return 1;
   hl_time_t t0 = hl_time_now();
   (void)spin_from(t0, 30 * ms);
   // 60 ms of this thread's CPU time, with the burner taking turns on the
   // core: about 120 ms of wall time, half of it spent waiting.
   hl_time_t worked_from = hl_time_now();
-  hl_duration_t cpu0 = cpu_now_ns();
-  while (cpu_now_ns() - cpu0 < 60 * ms) {
-  }
+  burn_cpu(60 * ms);
   hl_time_t worked_to = hl_time_now();
-  atomic_store(&core->stop, true);
-  int rc = 1;
-  thrd_join(burner, &rc);
-  if (rc) return 1;
+  if (!share_core_end(core)) return 1;
   (void)spin_from(t0, 60 * ms);
   hl_time_t end = hl_time_now();
   printf("    worked %lld ms of wall time; the next 60 ms spin took %lld ms\n",
@@ -338,27 +379,18 @@ static int preempted_clock_main(void* arg) {
   if (end - worked_to >= 45 * ms) return 2;
   return 0;
 }
-#endif
 
 // A forked child's thread is a new task: its run delay starts afresh, and
 // must not be read through the descriptor its parent's thread opened (which
-// names the parent's thread). The parent's thread first waits for a core
-// for a while (a burner shares it), so the two values differ.
+// names the parent's thread). The parent's thread first waits for its core
+// for a while, so the two values differ.
 // 0: passed; 1: setup failed (skip); 2: the child read its parent's delay.
 static int run_delay_fork_main(void* arg) {
   shared_core_t* core = arg;
   const hl_duration_t ms = 1000000;
-  if (!pin_to(core->cpu)) return 1;
-  thrd_t burner;
-  if (thrd_create(&burner, burner_main, core) != thrd_success) return 1;
-  while (!atomic_load(&core->running)) thrd_yield();
-  hl_duration_t cpu0 = cpu_now_ns();
-  while (cpu_now_ns() - cpu0 < 30 * ms) {
-  }
-  atomic_store(&core->stop, true);
-  int rc = 1;
-  thrd_join(burner, &rc);
-  if (rc) return 1;
+  if (!share_core_begin(core)) return 1;
+  burn_cpu(30 * ms);
+  if (!share_core_end(core)) return 1;
   int64_t parent = hl_thread_run_delay_ns();  // Opens this thread's file.
   if (parent < 10 * ms) return 1;             // Hardly waited: no contrast.
   pid_t pid = fork();
@@ -371,54 +403,21 @@ static int run_delay_fork_main(void* arg) {
   if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 1;
   return WEXITSTATUS(status);
 }
+#endif
 
-static void test_run_delay_is_the_callers_after_fork(void** state) {
+static void test_spin_clock_skips_waits_for_a_core(void** state) {
   (void)state;
 #if defined(__linux__)
-  FILE* schedstat = fopen("/proc/thread-self/schedstat", "r");
-  if (!schedstat) skip();
-  fclose(schedstat);
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) skip();
-  shared_core_t core = {.cpu = -1};
-  for (int i = 0; i < CPU_SETSIZE && core.cpu < 0; ++i) {
-    if (CPU_ISSET(i, &allowed)) core.cpu = i;
-  }
-  atomic_init(&core.stop, false);
-  atomic_init(&core.running, false);
-  thrd_t thread;
-  assert_int_equal(thrd_create(&thread, run_delay_fork_main, &core),
-                   thrd_success);
-  int rc = -1;
-  assert_int_equal(thrd_join(thread, &rc), thrd_success);
-  if (rc == 1) skip();
-  assert_int_equal(rc, 0);
+  run_sharing_a_core(preempted_clock_main);
 #else
   skip();
 #endif
 }
 
-static void test_spin_clock_skips_waits_for_a_core(void** state) {
+static void test_run_delay_is_the_callers_after_fork(void** state) {
   (void)state;
 #if defined(__linux__)
-  FILE* schedstat = fopen("/proc/thread-self/schedstat", "r");
-  if (!schedstat) skip();  // No run-delay accounting: wall time is used.
-  fclose(schedstat);
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) skip();
-  shared_core_t core = {.cpu = -1};
-  for (int i = 0; i < CPU_SETSIZE && core.cpu < 0; ++i) {
-    if (CPU_ISSET(i, &allowed)) core.cpu = i;
-  }
-  atomic_init(&core.stop, false);
-  atomic_init(&core.running, false);
-  thrd_t thread;
-  assert_int_equal(thrd_create(&thread, preempted_clock_main, &core),
-                   thrd_success);
-  int rc = -1;
-  assert_int_equal(thrd_join(thread, &rc), thrd_success);
-  if (rc == 1) skip();
-  assert_int_equal(rc, 0);
+  run_sharing_a_core(run_delay_fork_main);
 #else
   skip();
 #endif

@@ -79,12 +79,11 @@ static _Thread_local int64_t hl_spin_woke_delay_;  // Run delay then, or -1.
 // Wall time since the last spin returned, less the waits for a core.
 static hl_duration_t hl_spin_worked_since_woke(hl_time_t now) {
   hl_duration_t worked = now - hl_spin_woke_;
-  int64_t delay = hl_spin_woke_delay_ >= 0 ? hl_thread_run_delay_ns() : -1;
-  if (delay >= hl_spin_woke_delay_ && hl_spin_woke_delay_ >= 0) {
-    hl_duration_t waited = (hl_duration_t)(delay - hl_spin_woke_delay_);
-    worked = waited < worked ? worked - waited : 0;
-  }
-  return worked;
+  if (hl_spin_woke_delay_ < 0) return worked;
+  int64_t delay = hl_thread_run_delay_ns();
+  if (delay < hl_spin_woke_delay_) return worked;  // Unreadable now.
+  hl_duration_t waited = (hl_duration_t)(delay - hl_spin_woke_delay_);
+  return waited < worked ? worked - waited : 0;
 }
 void hl_host_kernel_spin(void** params, const hl_launch_config_t* config) {
   uint64_t cycles = HL_PARAM(uint64_t, 0);

@@ -902,6 +902,12 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
   hl_queue_issuer_end_locked(queue);
 }
 
+// Whether a submission of |ops| may complete at once by its shape: no ops,
+// or one that can run here (hl_op_vtable_t.run_at_once).
+static inline bool hl_ops_may_complete_at_once(const hl_op_t* ops) {
+  return !ops || (!ops->next && ops->vtable->run_at_once);
+}
+
 // Completes |sub| (just taken off the head of |queue|, or about to be put
 // there by hl_queue_submit) here and now if it needs nothing from the
 // stream: it has no operations, or one that runs here
@@ -912,12 +918,6 @@ static void hl_queue_publish_issue_locked(hl_queue_t* queue,
 // submission's event). Its signals are published under the lock the caller
 // already holds, with no backend call and no issue step. Returns false,
 // changing nothing, otherwise. The queue's lock held.
-// Whether a submission of |ops| may complete at once by its shape: no ops,
-// or one that can run here (hl_op_vtable_t.run_at_once).
-static inline bool hl_ops_may_complete_at_once(const hl_op_t* ops) {
-  return !ops || (!ops->next && ops->vtable->run_at_once);
-}
-
 static bool hl_queue_complete_at_once_locked(hl_queue_t* queue,
                                              hl_submission_t* sub) {
   hl_op_t* op = sub->ops;
