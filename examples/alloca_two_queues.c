@@ -53,9 +53,10 @@ int main(void) {
              (unsigned long long)stats.bytes_in_use,
              (unsigned long long)stats.deallocas);
 
-  printf("filled on queue %u, copied and read on queue %u: %d bytes of 0x%08x; "
-         "both buffers freed in queue order\n",
-         hl_queue_id(a), hl_queue_id(b), kBytes, kPattern);
+  printf(
+      "filled on queue %u, copied and read on queue %u: %d bytes of 0x%08x; "
+      "both buffers freed in queue order\n",
+      hl_queue_id(a), hl_queue_id(b), kBytes, kPattern);
   free(host_copy);
   hl_buffer_release(source);
   hl_buffer_release(target);

@@ -59,10 +59,11 @@ int main(void) {
   CHECK_OK(hl_device_memory_stats(device, &stats));
   CHECK_TRUE(stats.command_buffer_executions == 2, "%llu executions",
              (unsigned long long)stats.command_buffer_executions);
-  printf("%llu commands executed twice as one submission each; %llu fill "
-         "bytes elided per execution\n",
-         (unsigned long long)info.commands,
-         (unsigned long long)info.fill_bytes_elided);
+  printf(
+      "%llu commands executed twice as one submission each; %llu fill "
+      "bytes elided per execution\n",
+      (unsigned long long)info.commands,
+      (unsigned long long)info.fill_bytes_elided);
 
   CHECK_OK(hl_queue_dealloca(second, NULL, NULL, staging));
   CHECK_OK(hl_queue_dealloca(second, NULL, NULL, output));

@@ -9,25 +9,25 @@
 #include "hipline/hipline.h"
 
 // Prints |status| (which it consumes) and exits 1 when it is an error.
-#define CHECK_OK(expr)                                           \
-  do {                                                           \
-    hl_status_t check_status_ = (expr);                          \
-    if (check_status_) {                                         \
-      hl_status_fprint(stderr, #expr, check_status_);            \
-      hl_status_free(check_status_);                             \
-      exit(1);                                                   \
-    }                                                            \
+#define CHECK_OK(expr)                                     \
+  do {                                                     \
+    hl_status_t check_status_ = (expr);                    \
+    if (check_status_) {                                   \
+      hl_status_fprint(stderr, #expr ": ", check_status_); \
+      hl_status_free(check_status_);                       \
+      exit(1);                                             \
+    }                                                      \
   } while (0)
 
 // Exits 1 with |message| when |condition| does not hold.
-#define CHECK_TRUE(condition, ...)                        \
-  do {                                                    \
-    if (!(condition)) {                                   \
-      fprintf(stderr, "check failed: %s: ", #condition);  \
-      fprintf(stderr, __VA_ARGS__);                       \
-      fputc('\n', stderr);                                \
-      exit(1);                                            \
-    }                                                     \
+#define CHECK_TRUE(condition, ...)                       \
+  do {                                                   \
+    if (!(condition)) {                                  \
+      fprintf(stderr, "check failed: %s: ", #condition); \
+      fprintf(stderr, __VA_ARGS__);                      \
+      fputc('\n', stderr);                               \
+      exit(1);                                           \
+    }                                                    \
   } while (0)
 
 // A new fence holding |semaphore|@|value| (the caller releases it).

@@ -27,8 +27,7 @@ typedef struct cache_t {
 // With a cache (|user|) it keeps a reference to its result.
 static hl_status_t clone_fn(void* user, hl_queue_t* queue,
                             hl_buffer_t* const* arguments,
-                            size_t argument_count,
-                            const hl_fence_t* wait_fence,
+                            size_t argument_count, const hl_fence_t* wait_fence,
                             const hl_fence_t* signal_fence,
                             hl_buffer_t** out_results, size_t result_count) {
   (void)argument_count, (void)result_count;
@@ -40,7 +39,8 @@ static hl_status_t clone_fn(void* user, hl_queue_t* queue,
   hl_status_t st = hl_semaphore_create(0, hl_allocator_system(), &step);
   if (!st) st = hl_fence_create(hl_allocator_system(), &allocated);
   if (!st) st = hl_fence_insert(allocated, step, 1);
-  if (!st) st = hl_queue_alloca(queue, wait_fence, allocated, length, 0, &result);
+  if (!st)
+    st = hl_queue_alloca(queue, wait_fence, allocated, length, 0, &result);
   if (!st) {
     st = hl_queue_copy(queue, allocated, signal_fence, arguments[0], 0, result,
                        0, length);
@@ -122,12 +122,14 @@ int main(void) {
   for (uint32_t i = 0; i < kWords; ++i) data[i] = i * 2654435761u;
   hl_semaphore_t* ready = NULL;
   CHECK_OK(hl_semaphore_create(0, hl_allocator_system(), &ready));
-  hl_fence_t *allocated = example_fence(ready, 1), *written = example_fence(ready, 2);
+  hl_fence_t *allocated = example_fence(ready, 1),
+             *written = example_fence(ready, 2);
   hl_buffer_t* input = NULL;
   CHECK_OK(hl_queue_alloca(queue, NULL, allocated, sizeof(data), 0, &input));
-  CHECK_OK(hl_queue_write(queue, allocated, written, data, input, 0,
-                          sizeof(data)));
-  CHECK_OK(hl_fence_wait(written, HL_INFINITE_FUTURE));  // |data| is ours again.
+  CHECK_OK(
+      hl_queue_write(queue, allocated, written, data, input, 0, sizeof(data)));
+  CHECK_OK(
+      hl_fence_wait(written, HL_INFINITE_FUTURE));  // |data| is ours again.
 
   // A provably unique result is freed in queue order whatever the flag says.
   hl_function_t* clone = make_function("example.clone", NULL);
