@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Counts the instructions and the locked (atomic read-modify-write)
 # instructions one alloca+dealloca pair, or one empty submission, executes
-# on the host backend: the README's "Atomic operations, counted".
+# on the host backend (docs/benchmarks.md, "Count instead of timing").
 #
 #   bash tools/count-atomics.sh [BUILD_DIR] [pair|barrier] [N]
 #

@@ -69,7 +69,8 @@ void hl_host_kernel_copy(void** params, const hl_launch_config_t* config) {
 // does not slow down because the host is oversubscribed: with four stream
 // threads and a submitter on two cores, counting the waits made four
 // queues' spins take 1.4-1.6x as long as one queue's, which measured the
-// machine's core count rather than hipline (README, *Micro-benchmarks*).
+// machine's core count rather than hipline (docs/performance-log.md,
+// 2026-11-28).
 // Voluntary sleeps (a host function or a cross-stream wait that blocks,
 // an injected delay) still count, as they would block a HIP stream.
 static _Thread_local hl_time_t hl_spin_end_;   // Model end of the last spin.

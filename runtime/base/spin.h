@@ -47,7 +47,7 @@ bool hl_spin_until(hl_spin_ready_fn_t ready, const void* arg);
 // and giving it back a plain release store; a C11 mtx_t costs a second
 // locked instruction (its unlock) and about sixty more instructions per
 // acquisition, which on the alloca+dealloca path was a quarter of the time
-// (README, "Spin locks").
+// (docs/performance-log.md, 2026-11-27).
 // A waiter spins, then yields its core (a holder that was preempted gets it
 // back); it never sleeps in the kernel. All-zero memory is an unlocked lock.
 typedef struct hl_spinlock_t {

@@ -1,4 +1,4 @@
-// The loops behind the README's "Atomic operations, counted": N
+// The loops that tools/count-atomics.sh counts (docs/benchmarks.md): N
 // alloca+dealloca pairs of 4 KiB on one queue (`pair`), or N empty
 // submissions with one reached wait and one signal (`barrier`), with a
 // wait_idle every 1,024. tools/count-atomics.sh links it statically and
