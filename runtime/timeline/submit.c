@@ -656,31 +656,27 @@ static void hl_copy_fence(const hl_fence_t* fence, size_t count,
   if (count) memcpy(entries, fence->entries, count * sizeof(*entries));
 }
 
-hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
-                            const hl_fence_t* signal_fence, hl_op_t* ops,
-                            uint64_t* out_value) {
+// Checks a submission's fences against |queue|; the caller releases its ops
+// on failure.
+static hl_status_t hl_queue_submit_check(hl_queue_t* queue,
+                                         const hl_fence_t* wait_fence,
+                                         const hl_fence_t* signal_fence) {
   if (!queue) {
-    hl_status_t st = HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                                    "queue submission: queue is NULL");
-    hl_ops_release_all(ops, st);
-    return st;
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "queue submission: queue is NULL");
   }
-  HL_TRACE_ZONE_BEGIN(zone, "hl_queue_submit");
   size_t waits = hl_fence_count(wait_fence),
          signals = hl_fence_count(signal_fence);
   for (size_t i = 0; i < signals; ++i) {
     // A queue's timeline is signalled by its queue only, in order (and
     // under that queue's lock, which its fast path relies on).
     if (signal_fence->entries[i].semaphore->queue_owned) {
-      hl_status_t st = HL_MAKE_STATUS(
+      return HL_MAKE_STATUS(
           HL_STATUS_INVALID_ARGUMENT,
           "queue %u: a submission may not signal %s timeline", queue->id,
           signal_fence->entries[i].semaphore == queue->timeline
               ? "the queue's own"
               : "another queue's");
-      hl_ops_release_all(ops, st);
-      HL_TRACE_ZONE_END(zone);
-      return st;
     }
   }
   for (size_t i = 0; i < waits; ++i) {
@@ -690,16 +686,24 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
     uint64_t v = wait_fence->entries[i].value;
     uint64_t submitted = hl_queue_submitted_value(queue);
     if (v > submitted) {
-      hl_status_t st = HL_MAKE_STATUS(
+      return HL_MAKE_STATUS(
           HL_STATUS_INVALID_ARGUMENT,
           "queue %u: a wait on the queue's own timeline at %llu, which it "
           "has not submitted (last submitted value %llu)",
           queue->id, (unsigned long long)v, (unsigned long long)submitted);
-      hl_ops_release_all(ops, st);
-      HL_TRACE_ZONE_END(zone);
-      return st;
     }
   }
+  return NULL;
+}
+
+// A submission of |ops| with copies of the fences' pairs, not yet set up
+// further (hl_queue_submit does that).
+static hl_status_t hl_submission_new(hl_queue_t* queue,
+                                     const hl_fence_t* wait_fence,
+                                     const hl_fence_t* signal_fence,
+                                     hl_op_t* ops, hl_submission_t** out) {
+  size_t waits = hl_fence_count(wait_fence),
+         signals = hl_fence_count(signal_fence);
   // Out of memory is reported below, with the queue named.
   hl_submission_t* sub = NULL;
   hl_status_t alloc_st =
@@ -713,12 +717,8 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   }
   if (!sub || !entries) {
     hl_recycler_free(&hl_submission_recycler_, sub);
-    hl_status_t st =
-        HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                       "allocating a submission on queue %u", queue->id);
-    hl_ops_release_all(ops, st);
-    HL_TRACE_ZONE_END(zone);
-    return st;
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "allocating a submission on queue %u", queue->id);
   }
   hl_copy_fence(wait_fence, waits, entries);
   hl_copy_fence(signal_fence, signals, entries + waits);
@@ -727,6 +727,23 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   sub->signals = entries + waits;
   sub->signal_count = signals;
   sub->ops = ops;
+  *out = sub;
+  return NULL;
+}
+
+hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                            const hl_fence_t* signal_fence, hl_op_t* ops,
+                            uint64_t* out_value) {
+  HL_TRACE_ZONE_BEGIN(zone, "hl_queue_submit");
+  hl_submission_t* sub = NULL;
+  hl_status_t st = hl_queue_submit_check(queue, wait_fence, signal_fence);
+  if (!st) st = hl_submission_new(queue, wait_fence, signal_fence, ops, &sub);
+  if (st) {
+    // The one failure exit: the ops are released with the status.
+    hl_ops_release_all(ops, st);
+    HL_TRACE_ZONE_END(zone);
+    return st;
+  }
   sub->work.fn = hl_submission_destroy;
   atomic_init(&sub->failure, NULL);
   atomic_init(&sub->fail_queue, false);
@@ -751,7 +768,7 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   if (queue->failure) {
     // A failed queue runs nothing more; its signals fail with its status.
     hl_status_t failure = hl_status_clone(queue->failure);
-    for (size_t i = 0; i < signals; ++i) {
+    for (size_t i = 0; i < sub->signal_count; ++i) {
       hl_semaphore_fail_unlocked(sub->signals[i].semaphore,
                                  hl_status_clone(failure));
     }
