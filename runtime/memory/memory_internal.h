@@ -4,6 +4,7 @@
 #define HIPLINE_RUNTIME_MEMORY_MEMORY_INTERNAL_H_
 
 #include "hipline/buffer.h"
+#include "runtime/base/recycler.h"
 #include "runtime/base/spin.h"
 #include "runtime/memory/suballocator.h"
 #include "runtime/timeline/timeline_internal.h"
@@ -355,5 +356,18 @@ void hl_memory_pay_owed_drains(hl_device_t* device);
 hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
                                 const hl_fence_t* signal_fence, hl_root_t* root,
                                 const char* who);
+
+// Shared between the files of memory state, roots, the fallback release
+// and buffers (state.c, root.c, fallback.c, buffer.c).
+extern hl_recycler_t hl_buffer_recycler_;
+hl_status_t hl_root_create(hl_device_t* device, hl_queue_t* affinity,
+                           hl_root_memory_t memory, hl_buffer_origin_t origin,
+                           uint64_t size, uint64_t refs, hl_root_t** out_root);
+void hl_root_destroy(hl_root_t* root);
+void hl_memory_fallback_orphan(hl_root_t* root);
+hl_status_t hl_buffer_create_view_adopting(hl_root_t* root, uint64_t offset,
+                                           uint64_t length,
+                                           hl_buffer_token_t* token,
+                                           hl_buffer_t** out_buffer);
 
 #endif  // HIPLINE_RUNTIME_MEMORY_MEMORY_INTERNAL_H_

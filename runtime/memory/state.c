@@ -1,0 +1,276 @@
+// Memory state and statistics: a device's memory state, the counters of
+// every memory event, per device and per queue.
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/base/log.h"
+#include "runtime/base/recycler.h"
+#include "runtime/base/trace.h"
+#include "runtime/memory/memory_internal.h"
+
+//===----------------------------------------------------------------------===//
+// Memory state and statistics
+//===----------------------------------------------------------------------===//
+
+static void hl_memory_state_destroy(hl_device_t* device, void* opaque) {
+  (void)device;
+  hl_memory_state_t* state = (hl_memory_state_t*)opaque;
+  hl_memory_pool_deinitialize(state);
+  mtx_destroy(&state->mutex);
+  free(state->per_queue);
+  free(state);
+}
+
+// Guards the lazy creation of per-device memory state; separate from the
+// timeline's locks because statistics are noted while one is held.
+static mtx_t hl_memory_state_mutex_;
+static once_flag hl_memory_state_once_ = ONCE_FLAG_INIT;
+static void hl_memory_state_mutex_init(void) {
+  mtx_init(&hl_memory_state_mutex_, mtx_plain);
+}
+
+hl_status_t hl_memory_state(hl_device_t* device,
+                            hl_memory_state_t** out_state) {
+  hl_memory_state_t* existing = hl_memory_state_get(device);
+  if (HL_LIKELY(existing)) {
+    *out_state = existing;
+    return NULL;
+  }
+  call_once(&hl_memory_state_once_, hl_memory_state_mutex_init);
+  mtx_lock(&hl_memory_state_mutex_);
+  if (!hl_memory_state_get(device)) {
+    hl_memory_state_t* state = calloc(1, sizeof(*state));
+    if (state && mtx_init(&state->mutex, mtx_plain) != thrd_success) {
+      free(state);
+      state = NULL;
+    }
+    if (state) {
+      hl_spinlock_init(&state->stats_lock);
+      hl_device_extension_install(device, HL_DEVICE_EXTENSION_MEMORY, state,
+                                  hl_memory_state_destroy);
+    }
+  }
+  hl_memory_state_t* state = hl_memory_state_get(device);
+  mtx_unlock(&hl_memory_state_mutex_);
+  *out_state = state;
+  return state ? NULL
+               : HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                                "allocating the memory statistics");
+}
+
+static inline void hl_memory_apply(hl_memory_stats_t* s,
+                                   hl_memory_event_t event, uint64_t bytes) {
+  switch (event) {
+    case HL_MEMORY_EVENT_ALLOCA:
+      ++s->allocas;
+      s->bytes_in_use += bytes;
+      if (s->bytes_in_use > s->bytes_in_use_peak)
+        s->bytes_in_use_peak = s->bytes_in_use;
+      break;
+    case HL_MEMORY_EVENT_DEALLOCA:
+      ++s->deallocas;
+      break;
+    case HL_MEMORY_EVENT_DEALLOCA_CANCELLED:
+      ++s->deallocas_cancelled;
+      break;
+    case HL_MEMORY_EVENT_FREE_BYTES:
+      s->bytes_in_use -= bytes < s->bytes_in_use ? bytes : s->bytes_in_use;
+      break;
+    case HL_MEMORY_EVENT_FALLBACK_FRONTIER:
+      ++s->fallback_releases_frontier;
+      break;
+    case HL_MEMORY_EVENT_FALLBACK_DEVICE_SYNC:
+      ++s->fallback_releases_device_sync;
+      break;
+    case HL_MEMORY_EVENT_FALLBACK_ORDERED:
+      ++s->fallback_releases_ordered;
+      break;
+    case HL_MEMORY_EVENT_FALLBACK_DEVICE_SYNC_OWED:
+      ++s->fallback_device_sync_owed;
+      break;
+    case HL_MEMORY_EVENT_ESCAPE:
+      ++s->escaped_roots;
+      break;
+    case HL_MEMORY_EVENT_OOM:
+      ++s->ooms;
+      break;
+    case HL_MEMORY_EVENT_USE_AFTER_FREE:
+      ++s->use_after_free;
+      break;
+  }
+}
+
+static atomic_uint_least64_t hl_global_frontier_releases_;
+static atomic_uint_least64_t hl_global_device_sync_releases_;
+static atomic_uint_least64_t hl_global_ordered_releases_;
+
+void hl_memory_global_fallbacks(uint64_t* out_frontier,
+                                uint64_t* out_device_sync,
+                                uint64_t* out_ordered) {
+  *out_frontier = atomic_load(&hl_global_frontier_releases_);
+  *out_device_sync = atomic_load(&hl_global_device_sync_releases_);
+  *out_ordered = atomic_load(&hl_global_ordered_releases_);
+}
+
+// hl_memory_per_queue_locked when the table must grow.
+static __attribute__((noinline)) hl_memory_stats_t* hl_memory_per_queue_grow(
+    hl_memory_state_t* state, uint32_t queue_id) {
+  if (queue_id >= state->per_queue_capacity) {
+    uint32_t capacity =
+        state->per_queue_capacity ? state->per_queue_capacity : 8;
+    while (capacity <= queue_id) capacity *= 2;
+    hl_memory_stats_t* table =
+        realloc(state->per_queue, capacity * sizeof(*table));
+    if (!table) return NULL;
+    memset(table + state->per_queue_capacity, 0,
+           (capacity - state->per_queue_capacity) * sizeof(*table));
+    state->per_queue = table;
+    state->per_queue_capacity = capacity;
+  }
+  return &state->per_queue[queue_id];
+}
+
+// The statistics of queue |queue_id| (grown on demand), or NULL for
+// UINT32_MAX or when growing fails. |stats_lock| held.
+static inline hl_memory_stats_t* hl_memory_per_queue_locked(
+    hl_memory_state_t* state, uint32_t queue_id) {
+  if (HL_LIKELY(queue_id < state->per_queue_capacity)) {
+    return &state->per_queue[queue_id];
+  }
+  return queue_id == UINT32_MAX ? NULL
+                                : hl_memory_per_queue_grow(state, queue_id);
+}
+
+void hl_memory_note_elision(hl_device_t* device, uint32_t queue_id,
+                            uint64_t fills_elided, uint64_t fills_shrunk,
+                            uint64_t bytes) {
+  hl_memory_state_t* state = NULL;
+  hl_status_t st = hl_memory_state(device, &state);
+  if (st) {
+    hl_status_ignore(st);  // Statistics only.
+    return;
+  }
+  hl_spinlock_lock(&state->stats_lock);
+  for (int i = 0; i < 2; ++i) {
+    hl_memory_stats_t* s =
+        i == 0 ? &state->stats : hl_memory_per_queue_locked(state, queue_id);
+    if (!s) continue;
+    ++s->command_buffer_executions;
+    s->fills_elided += fills_elided;
+    s->fills_shrunk += fills_shrunk;
+    s->fill_bytes_elided += bytes;
+  }
+  hl_spinlock_unlock(&state->stats_lock);
+}
+
+static inline void hl_memory_count_global(hl_memory_event_t event) {
+  if (event == HL_MEMORY_EVENT_FALLBACK_FRONTIER) {
+    atomic_fetch_add(&hl_global_frontier_releases_, 1);
+  } else if (event == HL_MEMORY_EVENT_FALLBACK_DEVICE_SYNC) {
+    atomic_fetch_add(&hl_global_device_sync_releases_, 1);
+  } else if (event == HL_MEMORY_EVENT_FALLBACK_ORDERED) {
+    atomic_fetch_add(&hl_global_ordered_releases_, 1);
+  }
+}
+
+static inline void hl_memory_apply_locked(hl_memory_state_t* state,
+                                          uint32_t queue_id,
+                                          hl_memory_event_t event,
+                                          uint64_t bytes) {
+  hl_memory_apply(&state->stats, event, bytes);
+  hl_memory_stats_t* per_queue = hl_memory_per_queue_locked(state, queue_id);
+  if (per_queue) hl_memory_apply(per_queue, event, bytes);
+}
+
+// The device's memory state for a statistics note, or NULL (statistics
+// only: a state that cannot be made is not an error).
+static inline hl_memory_state_t* hl_memory_state_for_note(hl_device_t* device) {
+  hl_memory_state_t* state = hl_memory_state_get(device);
+  if (HL_LIKELY(state)) return state;
+  hl_status_t st = hl_memory_state(device, &state);
+  if (st) {
+    hl_status_free(st);
+    return NULL;
+  }
+  return state;
+}
+
+void hl_memory_note_locked(hl_memory_state_t* state, uint32_t queue_id,
+                           hl_memory_event_t event, uint64_t bytes) {
+  hl_memory_count_global(event);
+  hl_memory_apply_locked(state, queue_id, event, bytes);
+}
+
+void hl_memory_note(hl_device_t* device, uint32_t queue_id,
+                    hl_memory_event_t event, uint64_t bytes) {
+  hl_memory_count_global(event);
+  hl_memory_state_t* state = hl_memory_state_for_note(device);
+  if (!state) return;
+  hl_spinlock_lock(&state->stats_lock);
+  hl_memory_apply_locked(state, queue_id, event, bytes);
+  hl_spinlock_unlock(&state->stats_lock);
+}
+
+void hl_memory_note_two(hl_device_t* device, uint32_t queue_a,
+                        hl_memory_event_t event_a, uint64_t bytes_a,
+                        uint32_t queue_b, hl_memory_event_t event_b,
+                        uint64_t bytes_b) {
+  hl_memory_count_global(event_a);
+  hl_memory_count_global(event_b);
+  hl_memory_state_t* state = hl_memory_state_for_note(device);
+  if (!state) return;
+  hl_spinlock_lock(&state->stats_lock);
+  hl_memory_apply_locked(state, queue_a, event_a, bytes_a);
+  hl_memory_apply_locked(state, queue_b, event_b, bytes_b);
+  hl_spinlock_unlock(&state->stats_lock);
+}
+
+static hl_status_t hl_memory_fill_reserved(hl_device_t* device,
+                                           hl_memory_stats_t* out) {
+  HL_RETURN_IF_ERROR_PLAIN(hl_memory_pool_fill_stats(device, out));
+  hl_backend_counts_t counts;
+  memset(&counts, 0, sizeof(counts));
+  device->backend->vtable->live_counts(device->backend, &counts);
+  out->streams_live = counts.live_streams;
+  hl_device_lock(device);
+  out->events_pooled = device->free_event_count;
+  hl_device_unlock(device);
+  out->events_live = atomic_load(&device->live_events);
+  return NULL;
+}
+
+hl_status_t hl_device_memory_stats(hl_device_t* device,
+                                   hl_memory_stats_t* out_stats) {
+  if (!device || !out_stats) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_device_memory_stats: NULL device or out_stats");
+  }
+  hl_memory_state_t* state = NULL;
+  HL_RETURN_IF_ERROR_PLAIN(hl_memory_state(device, &state));
+  hl_spinlock_lock(&state->stats_lock);
+  *out_stats = state->stats;
+  hl_spinlock_unlock(&state->stats_lock);
+  return hl_memory_fill_reserved(device, out_stats);
+}
+
+hl_status_t hl_queue_memory_stats(hl_queue_t* queue,
+                                  hl_memory_stats_t* out_stats) {
+  if (!queue || !out_stats) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "hl_queue_memory_stats: NULL queue or out_stats");
+  }
+  hl_device_t* device = hl_queue_device(queue);
+  hl_memory_state_t* state = NULL;
+  HL_RETURN_IF_ERROR_PLAIN(hl_memory_state(device, &state));
+  uint32_t id = hl_queue_id(queue);
+  hl_spinlock_lock(&state->stats_lock);
+  if (id < state->per_queue_capacity) {
+    *out_stats = state->per_queue[id];
+  } else {
+    memset(out_stats, 0, sizeof(*out_stats));
+  }
+  hl_spinlock_unlock(&state->stats_lock);
+  return hl_memory_fill_reserved(device, out_stats);
+}
