@@ -8,7 +8,8 @@
 #   lib/cmake/hipline/hiplineConfig.cmake       find_package(hipline CONFIG)
 #   lib/cmake/hipline/hiplineConfigVersion.cmake  (SameMajorVersion)
 #   lib/cmake/hipline/hiplineTargets*.cmake
-#   lib/pkgconfig/hipline.pc                    pkg-config --cflags --libs hipline
+#   lib/pkgconfig/hipline.pc                    pkg-config --cflags --libs hipline (shared)
+#   lib/pkgconfig/hipline-static.pc             ... hipline-static (static)
 #   bin/hipline-*                               tools, when built
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -72,8 +73,12 @@ install(FILES
   ${PROJECT_BINARY_DIR}/hiplineConfigVersion.cmake
   DESTINATION ${HIPLINE_INSTALL_CMAKEDIR})
 
-# pkg-config. The file finds its prefix relative to itself (${pcfiledir}),
-# so `cmake --install build --prefix /anywhere` gives a working hipline.pc.
+# pkg-config. Each file finds its prefix relative to itself (${pcfiledir}),
+# so `cmake --install build --prefix /anywhere` gives working files:
+#   hipline.pc         the shared library, with an rpath to ${libdir} so a
+#                      program runs without LD_LIBRARY_PATH or ldconfig;
+#   hipline-static.pc  the static library (-l:libhipline.a, which -lhipline
+#                      would not pick beside libhipline.so) and what it needs.
 if(IS_ABSOLUTE "${HIPLINE_INSTALL_PKGCONFIGDIR}")
   set(HL_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
 else()
@@ -88,26 +93,64 @@ foreach(dir LIBDIR INCLUDEDIR)
     set(HL_PC_${dir} "\${prefix}/${CMAKE_INSTALL_${dir}}")
   endif()
 endforeach()
-# A static libhipline needs its dependencies on the consumer's link line; a
-# shared one records them itself, so they only go to Libs.private.
 set(hl_pc_deps "-pthread")
 foreach(lib IN LISTS CMAKE_DL_LIBS)
   string(APPEND hl_pc_deps " -l${lib}")
 endforeach()
 get_target_property(hl_type hipline TYPE)
-if(hl_type STREQUAL "STATIC_LIBRARY")
-  set(HL_PC_LIBS "-L\${libdir} -lhipline ${hl_pc_deps}")
-  set(HL_PC_LIBS_PRIVATE "")
-  set(HL_PC_CFLAGS "-I\${includedir} -DHIPLINE_STATIC_DEFINE")
-else()
-  set(HL_PC_LIBS "-L\${libdir} -lhipline")
+# hipline.pc: the shared library (hipline_shared, or hipline itself in a
+# BUILD_SHARED_LIBS build). Its dependencies are recorded in it.
+set(hl_shared_target "")
+if(TARGET hipline_shared)
+  set(hl_shared_target hipline_shared)
+elseif(hl_type STREQUAL "SHARED_LIBRARY")
+  set(hl_shared_target hipline)
+endif()
+set(hl_pc_files "")
+if(hl_shared_target)
+  set(HL_PC_NAME "hipline")
+  set(HL_PC_LIBS "-L\${libdir} -Wl,-rpath,\${libdir} -lhipline")
   set(HL_PC_LIBS_PRIVATE "${hl_pc_deps}")
   set(HL_PC_CFLAGS "-I\${includedir}")
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/hipline.pc.in
+                 ${PROJECT_BINARY_DIR}/pkgconfig/hipline.pc @ONLY)
+  list(APPEND hl_pc_files ${PROJECT_BINARY_DIR}/pkgconfig/hipline.pc)
 endif()
-configure_file(${CMAKE_CURRENT_LIST_DIR}/hipline.pc.in
-               ${PROJECT_BINARY_DIR}/hipline.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/hipline.pc
-        DESTINATION ${HIPLINE_INSTALL_PKGCONFIGDIR})
+if(hl_type STREQUAL "STATIC_LIBRARY")
+  set(HL_PC_NAME "hipline-static")
+  set(HL_PC_LIBS "\${libdir}/libhipline.a ${hl_pc_deps}")
+  set(HL_PC_LIBS_PRIVATE "")
+  set(HL_PC_CFLAGS "-I\${includedir} -DHIPLINE_STATIC_DEFINE")
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/hipline.pc.in
+                 ${PROJECT_BINARY_DIR}/pkgconfig/hipline-static.pc @ONLY)
+  list(APPEND hl_pc_files ${PROJECT_BINARY_DIR}/pkgconfig/hipline-static.pc)
+endif()
+install(FILES ${hl_pc_files} DESTINATION ${HIPLINE_INSTALL_PKGCONFIGDIR})
+
+# The installed static library holds machine code only. The build's objects
+# carry LTO bytecode beside it (-ffat-lto-objects, runtime/CMakeLists.txt);
+# left in, a consumer's plain `gcc app.c libhipline.a` would run GCC's LTO
+# over hipline (seconds instead of a fraction of one) and print hipline's
+# own diagnostics. HIPLINE_INSTALL_LTO_BYTECODE=ON keeps it for consumers
+# that link with -flto and want the cross-module inlining.
+option(HIPLINE_INSTALL_LTO_BYTECODE
+       "Keep the LTO bytecode in the installed libhipline.a" OFF)
+if(hl_type STREQUAL "STATIC_LIBRARY" AND HIPLINE_LTO_ACTIVE AND
+   NOT HIPLINE_INSTALL_LTO_BYTECODE)
+  if(NOT CMAKE_OBJCOPY)
+    message(FATAL_ERROR "hipline: objcopy is needed to install libhipline.a "
+                        "without LTO bytecode (or -DHIPLINE_INSTALL_LTO_BYTECODE=ON)")
+  endif()
+  install(CODE "
+    set(hl_archive \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/libhipline.a\")
+    execute_process(COMMAND \"${CMAKE_OBJCOPY}\"
+        --remove-section=.gnu.lto_*  --remove-section=.gnu.debuglto_*
+        --strip-symbol=__gnu_lto_v1 --strip-symbol=__gnu_lto_slim
+        \"\${hl_archive}\" RESULT_VARIABLE hl_rc ERROR_VARIABLE hl_err)
+    if(NOT hl_rc EQUAL 0)
+      message(FATAL_ERROR \"removing LTO bytecode from \${hl_archive} failed: \${hl_err}\")
+    endif()")
+endif()
 
 # Tools that exist in this build (bench/ and tools/ add them over time).
 # With a shared libhipline they find it relative to themselves.
@@ -128,26 +171,31 @@ install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/hipline-trace-convert
         DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 # The shared library (libhipline.so.N, target hipline::hipline_shared) and the
-# Python package over it (runtime/bindings/python/hipline, stdlib ctypes only).
+# Python package over it (runtime/bindings/python/hipline, stdlib ctypes only),
+# installed where the target interpreter looks (cmake/install_python.cmake).
 # The package finds the library through _install_paths.py, which holds the
-# path from the package to the library directory, so any --prefix works:
-#   PYTHONPATH=<prefix>/${HIPLINE_INSTALL_PYTHONDIR} python3 -c "import hipline"
+# path from the package to the library directory, so any --prefix works.
 if(TARGET hipline_shared)
   install(TARGETS hipline_shared
     EXPORT hiplineTargets
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
     NAMELINK_COMPONENT Development)
-  set(HIPLINE_INSTALL_PYTHONDIR "${CMAKE_INSTALL_LIBDIR}/python3/dist-packages"
-      CACHE STRING "Where the hipline Python package is installed, relative to the prefix")
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/bindings/python/hipline
-    DESTINATION ${HIPLINE_INSTALL_PYTHONDIR}
-    FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
-  file(RELATIVE_PATH hl_py_to_lib "/hl-prefix/${HIPLINE_INSTALL_PYTHONDIR}/hipline"
-       "/hl-prefix/${CMAKE_INSTALL_LIBDIR}")
-  file(WRITE ${PROJECT_BINARY_DIR}/python-install/_install_paths.py
-       "# Written by cmake --install: where libhipline.so is, relative to this package.\n"
-       "LIBRARY_DIR = \"${hl_py_to_lib}\"\n"
-       "LIBRARY_NAME = \"libhipline.so.${PROJECT_VERSION_MAJOR}\"\n")
-  install(FILES ${PROJECT_BINARY_DIR}/python-install/_install_paths.py
-    DESTINATION ${HIPLINE_INSTALL_PYTHONDIR}/hipline)
+  if(NOT DEFINED HIPLINE_PYTHON)
+    find_package(Python3 COMPONENTS Interpreter)
+    set(hl_default_python "")
+    if(Python3_Interpreter_FOUND)
+      set(hl_default_python "${Python3_EXECUTABLE}")
+    endif()
+  endif()
+  set(HIPLINE_PYTHON "${hl_default_python}" CACHE FILEPATH
+      "The Python interpreter cmake --install puts the hipline package for")
+  set(HIPLINE_INSTALL_PYTHONDIR "" CACHE STRING
+      "Where the hipline Python package is installed, relative to the prefix (empty: where HIPLINE_PYTHON looks)")
+  # The fixed default of earlier builds, not on Debian's python3 path.
+  if(HIPLINE_INSTALL_PYTHONDIR STREQUAL "${CMAKE_INSTALL_LIBDIR}/python3/dist-packages")
+    set_property(CACHE HIPLINE_INSTALL_PYTHONDIR PROPERTY VALUE "")
+  endif()
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/install_python.cmake
+                 ${PROJECT_BINARY_DIR}/python-install/install_python.cmake @ONLY)
+  install(SCRIPT ${PROJECT_BINARY_DIR}/python-install/install_python.cmake)
 endif()
