@@ -2,7 +2,7 @@
 # API: queue_alloca/queue_dealloca, misuse and failure paths, cross-queue pool
 # reuse, fallback release, pool limits/threshold/trim, statistics, and a
 # multi-threaded stress run under injected stream delays.
-foreach(part alloca misuse pool)
+foreach(part alloca misuse pool peak)
   hl_add_test(memory_${part}_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_${part}_test.c
     LABELS memory

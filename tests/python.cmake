@@ -77,32 +77,53 @@ foreach(part abi api asyncio assume_no_alias serve)
 endforeach()
 set_tests_properties(python.serve PROPERTIES RUN_SERIAL ON)
 
-# The installed package finds the installed library by itself
-# (_install_paths.py), without LIBHIPLINE.
-if(HIPLINE_INSTALL)
-  include(GNUInstallDirs)
-  # Same default as cmake/install.cmake (included after the tests).
-  set(HIPLINE_INSTALL_PYTHONDIR "${CMAKE_INSTALL_LIBDIR}/python3/dist-packages"
-      CACHE STRING "Where the hipline Python package is installed, relative to the prefix")
-  set(hl_py_prefix ${CMAKE_CURRENT_BINARY_DIR}/python-install-test)
-  add_test(NAME python.install
-    COMMAND ${CMAKE_COMMAND} --install ${PROJECT_BINARY_DIR} --prefix ${hl_py_prefix}
-            --config $<CONFIG>)
-  add_test(NAME python.installed
-    COMMAND ${hl_python} -c
-      "import os,sys; os.environ.pop('LIBHIPLINE',None); sys.path.insert(0,sys.argv[1]); import hipline; assert hipline.library_path.startswith(sys.argv[2]), hipline.library_path; d=hipline.Device('host'); q=d.create_queue(); b=q.alloca(64); q.fill(b,7).wait(30); print('installed ok', hipline.library_path)"
-      ${hl_py_prefix}/${HIPLINE_INSTALL_PYTHONDIR} ${hl_py_prefix}
-    WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
-  set_tests_properties(python.install PROPERTIES
-    LABELS "python;package" TIMEOUT 300 FIXTURES_SETUP hl_python_installed)
+# Installing (label `package`, tests/package/python_install.cmake):
+#   python.install  `cmake --install` into a fresh virtual environment: the
+#     package lands where its interpreter looks, and the import line the
+#     install prints runs as printed (no PYTHONPATH, no LIBHIPLINE);
+#   python.pip      `pip install --no-build-isolation` of
+#     runtime/bindings/python into a fresh virtual environment, with this
+#     build's libhipline.so ($LIBHIPLINE), then a device from the venv.
+# The pip test needs setuptools and wheel (Debian: python3-setuptools,
+# python3-wheel, python3-venv, python3-pip): the first interpreter that
+# imports them is used.
+if(HIPLINE_INSTALL AND NOT HIPLINE_SANITIZER STREQUAL "thread")
   set(hl_py_installed_env "PYTHONDONTWRITEBYTECODE=1")
   if(HIPLINE_SANITIZER STREQUAL "address")
     list(APPEND hl_py_installed_env "LD_PRELOAD=${hl_libasan}"
          "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
-  elseif(HIPLINE_SANITIZER STREQUAL "thread")
-    list(APPEND hl_py_installed_env "LD_PRELOAD=${hl_libtsan}")
   endif()
-  set_tests_properties(python.installed PROPERTIES
-    LABELS "python;package" TIMEOUT 300 FIXTURES_REQUIRED hl_python_installed
+  add_test(NAME python.install
+    COMMAND ${CMAKE_COMMAND} -DHL_MODE=install -DHL_PYTHON=${hl_python}
+      -DHL_BUILD_DIR=${PROJECT_BINARY_DIR} -DHL_CONFIG=$<CONFIG>
+      -DHL_WORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/python-install-test
+      -P ${CMAKE_CURRENT_SOURCE_DIR}/package/python_install.cmake)
+  set(hl_pip_python "")
+  foreach(candidate /usr/bin/python3 ${hl_python})
+    if(NOT hl_pip_python AND EXISTS ${candidate})
+      execute_process(COMMAND ${candidate} -c "import setuptools, wheel, venv, pip"
+                      RESULT_VARIABLE hl_probe_rc OUTPUT_QUIET ERROR_QUIET)
+      if(hl_probe_rc EQUAL 0)
+        set(hl_pip_python ${candidate})
+      endif()
+    endif()
+  endforeach()
+  if(hl_pip_python)
+    add_test(NAME python.pip
+      COMMAND ${CMAKE_COMMAND} -DHL_MODE=pip -DHL_PYTHON=${hl_pip_python}
+        -DHL_SOURCE_DIR=${PROJECT_SOURCE_DIR}
+        -DHL_LIBRARY=$<TARGET_FILE:hipline_shared>
+        -DHL_WORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/python-pip-test
+        -P ${CMAKE_CURRENT_SOURCE_DIR}/package/python_install.cmake)
+    set_tests_properties(python.pip PROPERTIES
+      LABELS "python;package" TIMEOUT 300 RUN_SERIAL ON
+      ENVIRONMENT "${hl_py_installed_env}")
+  else()
+    message(STATUS "hipline: no Python with setuptools, wheel, venv and pip "
+                   "(Debian: python3-setuptools python3-wheel python3-venv "
+                   "python3-pip); python.pip is left out")
+  endif()
+  set_tests_properties(python.install PROPERTIES
+    LABELS "python;package" TIMEOUT 300 RUN_SERIAL ON
     ENVIRONMENT "${hl_py_installed_env}")
 endif()

@@ -507,8 +507,9 @@ def case_parsing(a):
 
 def case_terminal(a):
     """stderr on a terminal: the stress tool's own alias warnings appear once
-    per function (not once per run) with one note that they are intended,
-    and no log line starts in the middle of the progress bar."""
+    per function (not once per run), the legend (stdout) says once that
+    they are intended, the table ends with the verdict line, and no log
+    line starts in the middle of the progress bar."""
     import pty
     master, slave = pty.openpty()
     env = dict(os.environ)
@@ -535,7 +536,17 @@ def case_terminal(a):
     warnings = text.count("hipline W")
     check(1 <= warnings <= 2, "%d alias warnings (one per function at most):"
           "\n%s" % (warnings, text))
-    check(text.count("are expected") == 1, "no single note:\n%s" % text)
+    # The expected warnings are explained once, in the legend (stdout).
+    check("are expected" not in text, "a note on stderr:\n%s" % text)
+    check(stdout.count(b"are expected") == 1,
+          "the legend does not explain the expected warnings once:\n%s"
+          % stdout.decode("utf-8", "replace"))
+    last = stdout.decode("utf-8", "replace").rstrip("\n").split("\n")[-1]
+    check(last.startswith("Verdict: the safe path (assume_no_alias=0, "
+                          "ordered) against async: serving ")
+          and last.endswith("every run passed (no failure, verification "
+                            "failure or use-after-free)"),
+          "the last line is not the verdict: %r" % last)
     for line in text.replace("\r\n", "\n").split("\n"):
         # What precedes a log line on its terminal line is only a cleared
         # bar ("...\r\x1b[K"), never bar text.

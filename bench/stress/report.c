@@ -102,6 +102,64 @@ void stress_report_table(FILE* out, const stress_result_t* results,
             (unsigned long long)r->use_after_free, thr, res, notes);
   }
   stress_report_legend(out);
+  stress_report_verdict(out, results, count);
+}
+
+// The safe path's row of |r|'s workload: assume_no_alias=0 with the
+// default (ordered) fallback.
+static const stress_result_t* safe_row(const stress_result_t* results,
+                                       size_t count,
+                                       const stress_result_t* r) {
+  for (size_t i = 0; i < count; ++i) {
+    if (results[i].workload == r->workload &&
+        !strcmp(results[i].policy, "noalias0-ordered") &&
+        !results[i].error[0]) {
+      return &results[i];
+    }
+  }
+  return NULL;
+}
+
+void stress_report_verdict(FILE* out, const stress_result_t* results,
+                           size_t count) {
+  size_t failed = 0, partial = 0;
+  uint64_t vfail = 0, uaf = 0;
+  for (size_t i = 0; i < count; ++i) {
+    failed += results[i].error[0] != '\0';
+    partial += results[i].partial;
+    vfail += results[i].verify_failures;
+    uaf += results[i].use_after_free;
+  }
+  char cost[512] = "";
+  size_t used = 0;
+  for (size_t i = 0; i < count && used < sizeof(cost); ++i) {
+    const stress_result_t* r = &results[i];
+    const stress_result_t* base = async_row(results, count, r);
+    if (r != base || !base || base->ops_per_s <= 0) continue;
+    const stress_result_t* safe = safe_row(results, count, r);
+    if (!safe || base->peak_reserved_bytes == 0) continue;
+    int n = snprintf(cost + used, sizeof(cost) - used, "%s%s %.2fx ops/s, %.2fx reserved",
+                     used ? "; " : "", stress_workload_name(r->workload),
+                     safe->ops_per_s / base->ops_per_s,
+                     (double)safe->peak_reserved_bytes /
+                         (double)base->peak_reserved_bytes);
+    if (n > 0) used += (size_t)n;
+  }
+  fprintf(out, "\nVerdict: ");
+  if (cost[0]) {
+    fprintf(out, "the safe path (assume_no_alias=0, ordered) against async: %s; ",
+            cost);
+  }
+  if (failed || partial || vfail || uaf) {
+    fprintf(out,
+            "FAILED: %zu run(s) failed, %zu partial, %llu verification "
+            "failure(s), %llu use-after-free\n",
+            failed, partial, (unsigned long long)vfail,
+            (unsigned long long)uaf);
+  } else {
+    fprintf(out, "every run passed (no failure, verification failure or "
+                 "use-after-free)\n");
+  }
 }
 
 void stress_report_legend(FILE* out) {
@@ -120,8 +178,11 @@ void stress_report_legend(FILE* out) {
        "inv (the per-invocation value), env "
        "(HIPLINE_ASSUME_NO_ALIAS), api"},
       {"fallback",
-       "how a result that may be aliased is freed: frontier "
-       "(once the queues that used it pass it) or device-sync"},
+       "how a result that may be aliased is freed: ordered (the "
+       "default: in queue order, never early), device-sync (a device "
+       "drain first) or frontier (once the queues that used it pass "
+       "it); async rows show the device's setting, used only by "
+       "detected aliases"},
       {"ops, secs, ops/s",
        "operations run, wall time including the final "
        "drain, and their rate"},
@@ -133,7 +194,10 @@ void stress_report_legend(FILE* out) {
       {"async, sync", "function results imported without / with a wait"},
       {"alias",
        "results detected as aliases of a global or an argument "
-       "(always imported with a wait)"},
+       "(always imported with a wait). serving returns such aliases on "
+       "purpose (--aliasing, default 0.10); hipline's stderr warnings "
+       "that 'stress.first_step' and 'stress.step' returned a global are "
+       "expected"},
       {"fb_rel", "frees that took the refcount fallback"},
       {"vfail", "verified words that did not hold their pattern (must be 0)"},
       {"uaf", "use-after-free found by --checked (must be 0)"},

@@ -284,6 +284,10 @@ void stress_report_table(FILE* out, const stress_result_t* results,
                          size_t count);
 // What every column of the table means (printed under it).
 void stress_report_legend(FILE* out);
+// One closing line: the safe path's (noalias0-ordered) ops/s and reserved
+// bytes against async per workload, and whether any run failed.
+void stress_report_verdict(FILE* out, const stress_result_t* results,
+                           size_t count);
 hl_status_t stress_report_json(const char* path, const stress_result_t* results,
                                size_t count);
 

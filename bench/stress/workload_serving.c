@@ -73,7 +73,6 @@ typedef struct serving_t {
 static hl_function_t* serving_first_function;
 static hl_function_t* serving_function;
 static serving_t* serving_current;
-static bool serving_alias_noted;
 
 void stress_serving_cleanup(void) {
   hl_function_release(serving_function);
@@ -316,16 +315,6 @@ hl_status_t stress_workload_serving(const stress_options_t* options,
   hl_function_t* first_function = serving_first_function;
   function = serving_function;
   serving_current = &s;
-  if (!st && aliasing > 0 && !serving_alias_noted) {
-    serving_alias_noted = true;
-    fprintf(stderr,
-            STRESS_PROG
-            ": note: serving returns aliases of a global or an argument on "
-            "purpose (--aliasing %.2f) to exercise hipline's safety net; "
-            "hipline's warnings about 'stress.first_step' and 'stress.step' "
-            "are expected\n",
-            aliasing);
-  }
   // The global every aliasing function may return: filled once, registered.
   if (!st) st = stress_run_alloc(&run, 0, SERVING_GLOBAL_BYTES, &s.global);
   if (!st) {

@@ -221,6 +221,14 @@ HL_API hl_status_t hl_device_memory_stats(hl_device_t* device,
 HL_API hl_status_t hl_queue_memory_stats(hl_queue_t* queue,
                                          hl_memory_stats_t* out_stats);
 
+// Starts the peaks (bytes_in_use_peak of the device and of each of its
+// queues, bytes_reserved_peak) again from the current values, as PyTorch's
+// torch.cuda.reset_peak_memory_stats does. With the driver's pool,
+// bytes_reserved_peak afterwards is the driver's high-water mark once that
+// passes its value at the reset, and until then the largest reservation seen
+// by a statistics query since the reset.
+HL_API hl_status_t hl_device_reset_peak_memory_stats(hl_device_t* device);
+
 #ifdef __cplusplus
 }
 #endif

@@ -247,6 +247,15 @@ typedef struct hl_memory_state_t {
   hl_fallback_t* deferred_tail;
   bool deferred_armed;
   hl_memory_stats_t stats;
+  // The driver pool's reserved-bytes peak since the last
+  // hl_device_reset_peak_memory_stats (|reserved_peak_reset|): the driver's
+  // high-water mark counts once it passes |reserved_high_at_reset|, its
+  // value then; until it does, the largest reserved size seen since
+  // (|reserved_seen|, sampled by every statistics query). Under
+  // |stats_lock|.
+  bool reserved_peak_reset;
+  uint64_t reserved_high_at_reset;
+  uint64_t reserved_seen;
   hl_memory_stats_t* per_queue;  // Indexed by queue id.
   uint32_t per_queue_capacity;
   // hipline's suballocator (HL_POOL_MODE_HIPLINE), created on first use.

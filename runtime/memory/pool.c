@@ -157,6 +157,24 @@ void hl_memory_pool_usage(hl_device_t* device, uint64_t* out_used,
   *out_reserved = stats.bytes_reserved;
 }
 
+// The driver pool's reserved peak since hl_device_reset_peak_memory_stats
+// (hl_memory_state_t::reserved_peak_reset).
+static void hl_memory_pool_peak_since_reset(hl_memory_state_t* state,
+                                            const hl_backend_pool_stats_t* pool,
+                                            hl_memory_stats_t* out) {
+  hl_spinlock_lock(&state->stats_lock);
+  if (state->reserved_peak_reset) {
+    if (pool->reserved_bytes > state->reserved_seen) {
+      state->reserved_seen = pool->reserved_bytes;
+    }
+    out->bytes_reserved_peak =
+        pool->reserved_high_bytes > state->reserved_high_at_reset
+            ? pool->reserved_high_bytes
+            : state->reserved_seen;
+  }
+  hl_spinlock_unlock(&state->stats_lock);
+}
+
 hl_status_t hl_memory_pool_fill_stats(hl_device_t* device,
                                       hl_memory_stats_t* out) {
   hl_backend_pool_stats_t pool;
@@ -166,6 +184,7 @@ hl_status_t hl_memory_pool_fill_stats(hl_device_t* device,
   out->bytes_reserved_peak = pool.reserved_high_bytes;
   hl_memory_state_t* state = hl_memory_state_get(device);
   hl_suballocator_t* sa = state ? atomic_load(&state->suballocator) : NULL;
+  if (state && !sa) hl_memory_pool_peak_since_reset(state, &pool, out);
   if (!sa) return NULL;
   hl_suballocator_stats_t s;
   hl_suballocator_stats(sa, &s);

@@ -834,6 +834,13 @@ uint64_t hl_suballocator_trim(hl_suballocator_t* sa, uint64_t min_bytes_to_keep,
   return hl_sa_release(sa, empty, stream);
 }
 
+void hl_suballocator_reset_peaks(hl_suballocator_t* sa) {
+  hl_spinlock_lock(sa->lock);
+  sa->stats.slab_bytes_peak = sa->stats.slab_bytes;
+  sa->stats.used_bytes_peak = sa->stats.used_bytes;
+  hl_spinlock_unlock(sa->lock);
+}
+
 uint64_t hl_suballocator_release_threshold(hl_suballocator_t* sa) {
   return sa->release_threshold;
 }

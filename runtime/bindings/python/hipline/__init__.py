@@ -588,6 +588,12 @@ class Device(_Handle):
         _check(lib.hl_device_memory_stats(self._p, byref(s)))
         return _struct_to(MemoryStats, s)
 
+    def reset_peak_memory_stats(self):
+        """Starts the memory peaks (bytes_in_use_peak of the device and its
+        queues, bytes_reserved_peak) again from the current values, like
+        torch.cuda.reset_peak_memory_stats."""
+        _check(lib.hl_device_reset_peak_memory_stats(self._p))
+
     def invocation_stats(self):
         s = _lib.invocation_stats_t()
         _check(lib.hl_device_invocation_stats(self._p, byref(s)))

@@ -236,6 +236,7 @@ _SIGNATURES = {
                                   c_uint64, c_uint64]),
     "hl_device_memory_stats": (status_t, [handle, POINTER(memory_stats_t)]),
     "hl_queue_memory_stats": (status_t, [handle, POINTER(memory_stats_t)]),
+    "hl_device_reset_peak_memory_stats": (status_t, [handle]),
     # functions and invocations
     "hl_function_create": (status_t, [c_char_p,
                                       POINTER(function_signature_t),
