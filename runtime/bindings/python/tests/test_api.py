@@ -36,6 +36,23 @@ class DeviceTest(unittest.TestCase):
             dev.trim(0)
             dev.wait_idle(timeout=30)
 
+    def test_reset_peak_memory_stats(self):
+        with hipline.Device("host") as dev, dev.create_queue() as q:
+            a, b = q.alloca(4096), q.alloca(1024)
+            q.wait_idle(timeout=30)
+            q.dealloca(a).wait(timeout=30)
+            deadline = time.monotonic() + 30
+            while (dev.memory_stats().bytes_in_use != 1024 and
+                   time.monotonic() < deadline):
+                time.sleep(0.001)
+            self.assertEqual(dev.memory_stats().bytes_in_use_peak, 5120)
+            dev.reset_peak_memory_stats()
+            self.assertEqual(dev.memory_stats().bytes_in_use_peak, 1024)
+            self.assertEqual(q.memory_stats().bytes_in_use_peak, 1024)
+            q.dealloca(b).wait(timeout=30)
+            a.close()
+            b.close()
+
     def test_fallback_option(self):
         with hipline.Device("host", fallback="device-sync") as dev:
             self.assertEqual(dev.fallback_mode, "device-sync")
