@@ -675,6 +675,40 @@ def case_plot(a):
     check(bad.returncode != 0 and "nope" in bad.stderr, "missing input")
 
 
+def case_memory_counters(a):
+    """--trace carries memory counter tracks (Chrome "C" events, one track per
+    device and pool, args in_use_bytes and reserved_bytes): with either pool
+    their peaks are the run's peaks and the last sample holds nothing in
+    use."""
+    for allocator in ("driver", "hipline"):
+        trace = os.path.join(a.work, "trace-%s.json" % allocator)
+        out = os.path.join(a.work, "result-%s.json" % allocator)
+        run(["--workload", "random", "--trace", trace, "--json", out] + SMALL,
+            a.stress, {"HIPLINE_ALLOCATOR": allocator})
+        with open(trace) as f:
+            events = json.load(f)["traceEvents"]
+        with open(out) as f:
+            result = json.load(f)
+        memory = [e for e in events if e["name"].startswith("memory ")]
+        check(memory, "%s: no memory counter events" % allocator)
+        names = {e["name"] for e in memory}
+        check(names == {"memory 1 (%s pool)" % allocator},
+              "%s: tracks %s" % (allocator, names))
+        for e in memory:
+            check(e["ph"] == "C" and set(e["args"]) ==
+                  {"in_use_bytes", "reserved_bytes"}, "bad event %r" % e)
+        in_use = [e["args"]["in_use_bytes"] for e in memory]
+        reserved = [e["args"]["reserved_bytes"] for e in memory]
+        check(max(in_use) == result["peak_used_bytes"],
+              "%s: counter peak %d, run peak %d" %
+              (allocator, max(in_use), result["peak_used_bytes"]))
+        check(0 < max(reserved) <= result["peak_reserved_bytes"],
+              "%s: reserved peak %d, run %d" %
+              (allocator, max(reserved), result["peak_reserved_bytes"]))
+        check(in_use[-1] == 0, "%s: %d bytes in use at the end" %
+              (allocator, in_use[-1]))
+
+
 CASES = {
     "env-no-alias-0": case_env_no_alias_0,
     "no-alias-1": case_no_alias_1,
@@ -693,6 +727,7 @@ CASES = {
     "parsing": case_parsing,
     "plot-input": case_plot_input,
     "terminal": case_terminal,
+    "memory-counters": case_memory_counters,
 }
 
 

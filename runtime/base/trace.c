@@ -13,7 +13,8 @@
 typedef enum {
   HL_TRACE_ZONE,
   HL_TRACE_INSTANT_EV,
-  HL_TRACE_COUNTER_EV
+  HL_TRACE_COUNTER_EV,
+  HL_TRACE_MEMORY_EV  // |tid| the track, |value| in use, |value2| reserved.
 } hl_trace_kind_t;
 
 typedef struct hl_trace_event_t {
@@ -23,6 +24,7 @@ typedef struct hl_trace_event_t {
   int64_t ts_ns;
   int64_t dur_ns;
   int64_t value;
+  int64_t value2;
 } hl_trace_event_t;
 
 atomic_bool hl_trace_active_;
@@ -84,6 +86,7 @@ void hl_trace_zone_end_recording(hl_trace_zone_t zone) {
                          hl_trace_tid(),
                          zone.begin_ns,
                          hl_time_now() - zone.begin_ns,
+                         0,
                          0};
   hl_trace_record(&ev);
 }
@@ -91,13 +94,20 @@ void hl_trace_zone_end_recording(hl_trace_zone_t zone) {
 void hl_trace_instant_recording(const char* name, uint64_t arg) {
   hl_trace_event_t ev = {
       name, HL_TRACE_INSTANT_EV, hl_trace_tid(), hl_time_now(),
-      0,    (int64_t)arg};
+      0,    (int64_t)arg, 0};
   hl_trace_record(&ev);
 }
 
 void hl_trace_counter_recording(const char* name, int64_t value) {
   hl_trace_event_t ev = {
-      name, HL_TRACE_COUNTER_EV, hl_trace_tid(), hl_time_now(), 0, value};
+      name, HL_TRACE_COUNTER_EV, hl_trace_tid(), hl_time_now(), 0, value, 0};
+  hl_trace_record(&ev);
+}
+
+void hl_trace_memory_recording(uint32_t track, const char* pool,
+                               int64_t in_use, int64_t reserved) {
+  hl_trace_event_t ev = {pool,   HL_TRACE_MEMORY_EV, track, hl_time_now(), 0,
+                         in_use, reserved};
   hl_trace_record(&ev);
 }
 
@@ -166,6 +176,14 @@ hl_status_t hl_trace_stop_and_write(const char* path) {
                   "{\"name\":\"%s\",\"ph\":\"C\",\"pid\":1,\"tid\":%u,"
                   "\"ts\":%.3f,\"args\":{\"value\":%lld}}%s\n",
                   ev->name, ev->tid, ts_us, (long long)ev->value, sep);
+          break;
+        case HL_TRACE_MEMORY_EV:
+          fprintf(f,
+                  "{\"name\":\"memory %u (%s pool)\",\"ph\":\"C\",\"pid\":1,"
+                  "\"ts\":%.3f,\"args\":{\"in_use_bytes\":%lld,"
+                  "\"reserved_bytes\":%lld}}%s\n",
+                  ev->tid, ev->name, ts_us, (long long)ev->value,
+                  (long long)ev->value2, sep);
           break;
       }
     }

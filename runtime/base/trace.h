@@ -35,6 +35,8 @@ hl_trace_zone_t hl_trace_zone_begin_recording(const char* name);
 void hl_trace_zone_end_recording(hl_trace_zone_t zone);
 void hl_trace_instant_recording(const char* name, uint64_t arg);
 void hl_trace_counter_recording(const char* name, int64_t value);
+void hl_trace_memory_recording(uint32_t track, const char* pool,
+                               int64_t in_use, int64_t reserved);
 
 static inline hl_trace_zone_t hl_trace_zone_begin(const char* name) {
   if (HL_LIKELY(!hl_trace_is_active())) {
@@ -52,6 +54,18 @@ static inline void hl_trace_instant(const char* name, uint64_t arg) {
 static inline void hl_trace_counter(const char* name, int64_t value) {
   if (HL_UNLIKELY(hl_trace_is_active())) {
     hl_trace_counter_recording(name, value);
+  }
+}
+
+// A sample of memory track |track| (one per device, numbered by the caller)
+// whose pool is named |pool| (a string literal): bytes in use and reserved.
+// Written as a Chrome counter event, "memory <track> (<pool> pool)" with
+// args in_use_bytes and reserved_bytes, which Perfetto draws as two counter
+// tracks beside the zones.
+static inline void hl_trace_memory(uint32_t track, const char* pool,
+                                   int64_t in_use, int64_t reserved) {
+  if (HL_UNLIKELY(hl_trace_is_active())) {
+    hl_trace_memory_recording(track, pool, in_use, reserved);
   }
 }
 

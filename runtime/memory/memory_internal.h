@@ -253,6 +253,9 @@ typedef struct hl_memory_state_t {
   // value then; until it does, the largest reserved size seen since
   // (|reserved_seen|, sampled by every statistics query). Under
   // |stats_lock|.
+  // The device's memory track in traces (hl_trace_memory), and its device.
+  uint32_t trace_track;
+  hl_device_t* device;
   bool reserved_peak_reset;
   uint64_t reserved_high_at_reset;
   uint64_t reserved_seen;
@@ -331,6 +334,18 @@ void hl_memory_note_two(hl_device_t* device, uint32_t queue_a,
                         hl_memory_event_t event_a, uint64_t bytes_a,
                         uint32_t queue_b, hl_memory_event_t event_b,
                         uint64_t bytes_b);
+
+// Memory counter samples for the trace (runtime/memory/memory_trace.c), taken
+// after an alloca's or a free's statistics change; nothing unless a trace is
+// recording. The _locked form runs under |stats_lock| with the suballocator
+// (whose slabs are the reserved bytes); the other takes the lock, and asks
+// the driver's pool for its reserved bytes when there is no suballocator.
+uint32_t hl_memory_trace_track_next(void);
+void hl_memory_trace_sample_locked(struct hl_memory_state_t* state);
+void hl_memory_trace_sample(struct hl_memory_state_t* state);
+static inline bool hl_memory_event_traced(hl_memory_event_t event) {
+  return event == HL_MEMORY_EVENT_ALLOCA || event == HL_MEMORY_EVENT_FREE_BYTES;
+}
 
 // Counts one command-buffer execution and its elided fills (device and queue
 // |queue_id| statistics).

@@ -48,6 +48,8 @@ hl_status_t hl_memory_state(hl_device_t* device,
     }
     if (state) {
       hl_spinlock_init(&state->stats_lock);
+      state->device = device;
+      state->trace_track = hl_memory_trace_track_next();
       hl_device_extension_install(device, HL_DEVICE_EXTENSION_MEMORY, state,
                                   hl_memory_state_destroy);
     }
@@ -201,6 +203,9 @@ void hl_memory_note_locked(hl_memory_state_t* state, uint32_t queue_id,
                            hl_memory_event_t event, uint64_t bytes) {
   hl_memory_count_global(event);
   hl_memory_apply_locked(state, queue_id, event, bytes);
+  if (HL_UNLIKELY(hl_trace_is_active()) && hl_memory_event_traced(event)) {
+    hl_memory_trace_sample_locked(state);
+  }
 }
 
 void hl_memory_note(hl_device_t* device, uint32_t queue_id,
@@ -211,6 +216,9 @@ void hl_memory_note(hl_device_t* device, uint32_t queue_id,
   hl_spinlock_lock(&state->stats_lock);
   hl_memory_apply_locked(state, queue_id, event, bytes);
   hl_spinlock_unlock(&state->stats_lock);
+  if (HL_UNLIKELY(hl_trace_is_active()) && hl_memory_event_traced(event)) {
+    hl_memory_trace_sample(state);
+  }
 }
 
 void hl_memory_note_two(hl_device_t* device, uint32_t queue_a,
@@ -225,6 +233,10 @@ void hl_memory_note_two(hl_device_t* device, uint32_t queue_a,
   hl_memory_apply_locked(state, queue_a, event_a, bytes_a);
   hl_memory_apply_locked(state, queue_b, event_b, bytes_b);
   hl_spinlock_unlock(&state->stats_lock);
+  if (HL_UNLIKELY(hl_trace_is_active()) &&
+      (hl_memory_event_traced(event_a) || hl_memory_event_traced(event_b))) {
+    hl_memory_trace_sample(state);
+  }
 }
 
 static hl_status_t hl_memory_fill_reserved(hl_device_t* device,

@@ -834,6 +834,10 @@ uint64_t hl_suballocator_trim(hl_suballocator_t* sa, uint64_t min_bytes_to_keep,
   return hl_sa_release(sa, empty, stream);
 }
 
+uint64_t hl_suballocator_slab_bytes_locked(hl_suballocator_t* sa) {
+  return sa->stats.slab_bytes;
+}
+
 void hl_suballocator_reset_peaks(hl_suballocator_t* sa) {
   hl_spinlock_lock(sa->lock);
   sa->stats.slab_bytes_peak = sa->stats.slab_bytes;

@@ -120,6 +120,8 @@ uint64_t hl_suballocator_release_threshold(hl_suballocator_t* suballocator);
 
 void hl_suballocator_stats(hl_suballocator_t* suballocator,
                            hl_suballocator_stats_t* out_stats);
+// Bytes of the slabs held from the driver; the lock is held by the caller.
+uint64_t hl_suballocator_slab_bytes_locked(hl_suballocator_t* suballocator);
 // Sets the peaks of the statistics to the current values (takes the lock).
 void hl_suballocator_reset_peaks(hl_suballocator_t* suballocator);
 
