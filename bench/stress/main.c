@@ -129,6 +129,27 @@ static bool stress_same_file(const char* a, const char* b) {
          sa.st_ino == sb.st_ino;
 }
 
+// --memory-snapshot: writable, and not the file of another output.
+static bool stress_snapshot_check(const stress_options_t* options,
+                                  const char* trace_what) {
+  const char* snapshot = options->memory_snapshot_path;
+  if (!snapshot) return true;
+  const char* other = NULL;
+  if (options->json_path && stress_same_file(options->json_path, snapshot)) {
+    other = "--json";
+  } else if (options->trace_path &&
+             stress_same_file(options->trace_path, snapshot)) {
+    other = trace_what;
+  }
+  if (other) {
+    fprintf(stderr,
+            STRESS_PROG ": --memory-snapshot and %s name the same file '%s'\n",
+            other, snapshot);
+    return false;
+  }
+  return stress_output_writable("the --memory-snapshot file", snapshot);
+}
+
 // Checks the outputs before any run: paths that cannot be written and
 // outputs that would overwrite each other are usage errors.
 static bool stress_outputs_check(stress_options_t* options) {
@@ -167,7 +188,7 @@ static bool stress_outputs_check(stress_options_t* options) {
                               options->trace_path)) {
     return false;
   }
-  return true;
+  return stress_snapshot_check(options, trace_what);
 }
 
 int main(int argc, char** argv) {
@@ -210,6 +231,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (options.trace_path) hl_trace_capture_begin(options.trace_events);
+  if (options.memory_snapshot_path) hl_memory_history_begin(0);
   stress_terminal_begin();
 
   bool failed = false;
@@ -265,6 +287,14 @@ int main(int argc, char** argv) {
     if (st) {
       failed = true;
       hl_status_fprint(stderr, STRESS_PROG ": ", st);
+      hl_status_free(st);
+    }
+  }
+  if (options.memory_snapshot_path) {
+    st = hl_memory_history_end(options.memory_snapshot_path);
+    if (st) {
+      failed = true;
+      hl_status_fprint(stderr, STRESS_PROG ": --memory-snapshot: ", st);
       hl_status_free(st);
     }
   }

@@ -1,7 +1,10 @@
-// Command-line parsing for hipline-stress. Every bad value is an error that
-// names the flag, the value and what is accepted (exit status 2).
+// Command-line parsing for hipline-stress with glibc's getopt_long. Every bad
+// value is an error that names the flag, the value and what is accepted
+// (exit status 2). Option names are matched whole (no abbreviations), so a
+// name is either an option or an error, whatever options are added later.
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +77,11 @@ void stress_options_print_help(FILE* out) {
       "                        HIPLINE_TRACE=FILE; not both)\n"
       "  --trace-events N      keep at most N trace events (default 1000000);\n"
       "                        later ones are counted and warned about\n"
+      "  --memory-snapshot FILE\n"
+      "                        every alloca and free of the program as a\n"
+      "                        PyTorch memory snapshot pickle (memory_viz\n"
+      "                        opens it; tools/hipline-trace-convert turns it\n"
+      "                        into a log for --workload replay)\n"
       "  --quiet               no table\n"
       "  --help                this text\n"
       "\n"
@@ -145,219 +153,301 @@ static bool parse_double(const char* text, double lo, double hi, double* out) {
   return true;
 }
 
-int stress_options_parse(int argc, char** argv, stress_options_t* out) {
-  memset(out, 0, sizeof(*out));
-  out->backend = HL_BACKEND_AUTO;
-  out->policy.label = "async";
-  out->policy.alloc = STRESS_ALLOC_ASYNC;
-  out->policy.assume_no_alias = true;
-  out->policy.fallback = HL_FALLBACK_DEFAULT;
-  out->seed = 1;
-  out->spin_ns = 20000;
-  out->live_cap = 64ull << 20;
-  bool policy_set = false;
+enum {
+  OPT_LOG_POSITIONAL = 1,  // getopt_long's code for a positional argument.
+  OPT_WORKLOAD = 256,
+  OPT_MATRIX,
+  OPT_ITERATIONS,
+  OPT_DURATION,
+  OPT_SEED,
+  OPT_MAX_SIZE,
+  OPT_LIVE_CAP,
+  OPT_QUEUES,
+  OPT_REQUESTS,
+  OPT_RESULTS,
+  OPT_ALIASING,
+  OPT_ESCAPE,
+  OPT_SPIN,
+  OPT_TRACE_FILE,
+  OPT_LOG,
+  OPT_ALLOC,
+  OPT_ASSUME_NO_ALIAS,
+  OPT_FALLBACK,
+  OPT_BACKEND,
+  OPT_CHECKED,
+  OPT_JSON,
+  OPT_TRACE,
+  OPT_TRACE_EVENTS,
+  OPT_MEMORY_SNAPSHOT,
+  OPT_QUIET,
+  OPT_HELP,
+};
 
-  for (int i = 1; i < argc; ++i) {
-    const char* arg = argv[i];
-    if (arg[0] != '-' || arg[1] == '\0') {
-      if (out->log_path) {
-        fprintf(stderr,
-                STRESS_PROG
-                ": unexpected argument '%s' (the log is "
-                "already '%s')\n",
-                arg, out->log_path);
-        return 2;
-      }
-      out->log_path = arg;
-      continue;
-    }
-    // Split "--flag=value".
-    char flag[64];
-    const char* value = NULL;
-    const char* eq = strchr(arg, '=');
-    size_t flag_len = eq ? (size_t)(eq - arg) : strlen(arg);
-    if (flag_len >= sizeof(flag)) flag_len = sizeof(flag) - 1;
-    memcpy(flag, arg, flag_len);
-    flag[flag_len] = '\0';
-    if (eq) value = eq + 1;
+static const struct option kOptions[] = {
+    {"workload", required_argument, NULL, OPT_WORKLOAD},
+    {"matrix", no_argument, NULL, OPT_MATRIX},
+    {"iterations", required_argument, NULL, OPT_ITERATIONS},
+    {"duration", required_argument, NULL, OPT_DURATION},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"max-size", required_argument, NULL, OPT_MAX_SIZE},
+    {"live-cap", required_argument, NULL, OPT_LIVE_CAP},
+    {"queues", required_argument, NULL, OPT_QUEUES},
+    {"requests", required_argument, NULL, OPT_REQUESTS},
+    {"results", required_argument, NULL, OPT_RESULTS},
+    {"aliasing", required_argument, NULL, OPT_ALIASING},
+    {"escape", required_argument, NULL, OPT_ESCAPE},
+    {"spin", required_argument, NULL, OPT_SPIN},
+    {"trace-file", required_argument, NULL, OPT_TRACE_FILE},
+    {"log", required_argument, NULL, OPT_LOG},
+    {"alloc", required_argument, NULL, OPT_ALLOC},
+    {"assume-no-alias", required_argument, NULL, OPT_ASSUME_NO_ALIAS},
+    {"fallback", required_argument, NULL, OPT_FALLBACK},
+    {"backend", required_argument, NULL, OPT_BACKEND},
+    {"checked", no_argument, NULL, OPT_CHECKED},
+    {"json", required_argument, NULL, OPT_JSON},
+    {"trace", required_argument, NULL, OPT_TRACE},
+    {"trace-events", required_argument, NULL, OPT_TRACE_EVENTS},
+    {"memory-snapshot", required_argument, NULL, OPT_MEMORY_SNAPSHOT},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
 
-    // Flags without a value.
-    static const char* const kBare[] = {"--help", "-h", "--checked", "--matrix",
-                                        "--quiet"};
-    bool bare = false;
-    for (size_t b = 0; b < sizeof(kBare) / sizeof(kBare[0]); ++b) {
-      bare |= strcmp(flag, kBare[b]) == 0;
-    }
-    if (bare) {
-      if (value) {
-        fprintf(stderr, STRESS_PROG ": %s takes no value (got '%s')\n", flag,
-                value);
-        return 2;
-      }
-      if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
-        stress_options_print_help(stdout);
-        return 1;
-      }
-      if (!strcmp(flag, "--checked")) out->checked = true;
-      if (!strcmp(flag, "--matrix")) out->matrix = true;
-      if (!strcmp(flag, "--quiet")) out->quiet = true;
-      continue;
-    }
+// The option a token names: "--name" or "--name=value" (NULL: none, or a
+// token that is not a long option).
+static const struct option* option_named(const char* token) {
+  if (strncmp(token, "--", 2) != 0) return NULL;
+  const char* name = token + 2;
+  size_t n = strcspn(name, "=");
+  for (const struct option* o = kOptions; o->name; ++o) {
+    if (strlen(o->name) == n && !strncmp(o->name, name, n)) return o;
+  }
+  return NULL;
+}
 
-    static const char* const kValued[] = {
-        "--workload",    "--alloc",    "--assume-no-alias", "--fallback",
-        "--backend",     "--seed",     "--iterations",      "--duration",
-        "--max-size",    "--live-cap", "--queues",          "--requests",
-        "--results",     "--aliasing", "--escape",          "--spin",
-        "--json",        "--trace",    "--trace-file",      "--log",
-        "--trace-events"};
-    bool known = false;
-    for (size_t k = 0; k < sizeof(kValued) / sizeof(kValued[0]); ++k) {
-      known |= strcmp(flag, kValued[k]) == 0;
-    }
-    if (!known) {
+// The token's flag, without "=value" ("--queues=3" is "--queues").
+static void flag_of(const char* token, char* flag, size_t capacity) {
+  size_t n = strcspn(token, "=");
+  if (n >= capacity) n = capacity - 1;
+  memcpy(flag, token, n);
+  flag[n] = '\0';
+}
+
+// A token getopt_long refused ('?') or found without its value (':').
+static int token_error(int code, const char* token) {
+  char flag[64];
+  flag_of(token, flag, sizeof(flag));
+  const struct option* o = option_named(token);
+  if (code == ':') {
+    fprintf(stderr, STRESS_PROG ": option %s needs a value\n", flag);
+  } else if (o && o->has_arg == no_argument && strchr(token, '=')) {
+    fprintf(stderr, STRESS_PROG ": %s takes no value (got '%s')\n", flag,
+            strchr(token, '=') + 1);
+  } else {
+    fprintf(stderr,
+            STRESS_PROG ": unknown option '%s'\nTry '" STRESS_PROG
+                        " --help'.\n",
+            flag);
+  }
+  return 2;
+}
+
+// Sets the log: --trace-file, --log or a positional LOG (one of them).
+static int set_log(const char* flag, const char* value,
+                   stress_options_t* out) {
+  if (!flag) {
+    if (out->log_path) {
       fprintf(stderr,
-              STRESS_PROG ": unknown option '%s'\nTry '" STRESS_PROG
-                          " --help'.\n",
-              flag);
+              STRESS_PROG ": unexpected argument '%s' (the log is already "
+                          "'%s')\n",
+              value, out->log_path);
       return 2;
     }
-    if (!value) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, STRESS_PROG ": option %s needs a value\n", flag);
-        return 2;
-      }
-      value = argv[++i];
-    }
+  } else if (!value[0]) {
+    return usage_error(flag, value, "a file path");
+  } else if (out->log_path) {
+    fprintf(stderr, STRESS_PROG ": %s '%s': the log is already '%s'\n", flag,
+            value, out->log_path);
+    return 2;
+  }
+  out->log_path = value;
+  return 0;
+}
 
-    uint64_t u = 0;
-    double d = 0;
-    if (!strcmp(flag, "--workload")) {
-      bool found = false;
-      for (int w = 0; w < STRESS_WORKLOAD_COUNT_; ++w) {
-        if (!strcmp(value, kWorkloadNames[w])) {
-          out->workload = (stress_workload_t)w;
-          found = true;
-        }
-      }
-      if (!found) {
-        return usage_error(flag, value,
-                           "one of random, multistream, serving, replay");
-      }
-      out->workload_set = true;
-    } else if (!strcmp(flag, "--alloc")) {
-      if (!strcmp(value, "async")) {
-        out->policy.alloc = STRESS_ALLOC_ASYNC;
-      } else if (!strcmp(value, "sync")) {
-        out->policy.alloc = STRESS_ALLOC_SYNC;
-      } else {
-        return usage_error(flag, value, "async or sync");
-      }
-      policy_set = true;
-    } else if (!strcmp(flag, "--assume-no-alias")) {
-      if (!strcmp(value, "1")) {
-        out->policy.assume_no_alias = true;
-      } else if (!strcmp(value, "0")) {
-        out->policy.assume_no_alias = false;
-      } else {
-        return usage_error(flag, value, "0 or 1");
-      }
-      policy_set = true;
-    } else if (!strcmp(flag, "--fallback")) {
-      if (!strcmp(value, "ordered")) {
-        out->policy.fallback = HL_FALLBACK_ORDERED;
-      } else if (!strcmp(value, "device-sync")) {
-        out->policy.fallback = HL_FALLBACK_DEVICE_SYNC;
-      } else if (!strcmp(value, "frontier")) {
-        out->policy.fallback = HL_FALLBACK_FRONTIER;
-      } else {
-        return usage_error(flag, value, "ordered, device-sync or frontier");
-      }
-      policy_set = true;
-    } else if (!strcmp(flag, "--backend")) {
-      if (!strcmp(value, "auto")) {
-        out->backend = HL_BACKEND_AUTO;
-      } else if (!strcmp(value, "host")) {
-        out->backend = HL_BACKEND_HOST;
-      } else if (!strcmp(value, "hip")) {
-        out->backend = HL_BACKEND_HIP;
-      } else {
-        return usage_error(flag, value, "auto, host or hip");
-      }
-    } else if (!strcmp(flag, "--seed")) {
-      if (!parse_u64(value, 0, UINT64_MAX, &out->seed)) {
-        return usage_error(flag, value, "an unsigned 64-bit integer");
-      }
-    } else if (!strcmp(flag, "--iterations")) {
-      if (!parse_u64(value, 1, 100000000, &out->iterations)) {
-        return usage_error(flag, value, "an integer in [1, 100000000]");
-      }
-    } else if (!strcmp(flag, "--duration")) {
-      if (!parse_double(value, 0.001, 86400, &out->duration_s)) {
-        return usage_error(flag, value, "seconds in [0.001, 86400]");
-      }
-    } else if (!strcmp(flag, "--max-size")) {
-      if (!parse_size(value, 4, 1ull << 30, &out->max_size)) {
-        return usage_error(flag, value,
-                           "bytes in [4, 1G] (suffixes K, M, G allowed)");
-      }
-    } else if (!strcmp(flag, "--live-cap")) {
-      if (!parse_size(value, 4, 1ull << 40, &out->live_cap)) {
-        return usage_error(flag, value,
-                           "bytes in [4, 1024G] (suffixes K, M, G allowed)");
-      }
-    } else if (!strcmp(flag, "--queues")) {
-      if (!parse_u64(value, 1, STRESS_MAX_QUEUES, &u)) {
-        return usage_error(flag, value, "an integer in [1, 64]");
-      }
-      out->queues = (uint32_t)u;
-    } else if (!strcmp(flag, "--requests")) {
-      if (!parse_u64(value, 1, STRESS_MAX_REQUESTS, &u)) {
-        return usage_error(flag, value, "an integer in [1, 4096]");
-      }
-      out->requests = (uint32_t)u;
-    } else if (!strcmp(flag, "--results")) {
-      if (!parse_u64(value, 1, HL_FUNCTION_MAX_RESULTS, &u)) {
-        return usage_error(flag, value, "an integer in [1, 32]");
-      }
-      out->results = (uint32_t)u;
-    } else if (!strcmp(flag, "--aliasing")) {
-      if (!parse_double(value, 0, 1, &d)) {
-        return usage_error(flag, value, "a fraction in [0, 1]");
-      }
-      out->aliasing = d;
-      out->aliasing_set = true;
-    } else if (!strcmp(flag, "--escape")) {
-      if (!parse_double(value, 0, 1, &d)) {
-        return usage_error(flag, value, "a fraction in [0, 1]");
-      }
-      out->escape = d;
-    } else if (!strcmp(flag, "--trace-events")) {
-      if (!parse_u64(value, 1, 100000000, &out->trace_events)) {
-        return usage_error(flag, value, "an integer in [1, 100000000]");
-      }
-    } else if (!strcmp(flag, "--spin")) {
-      if (!parse_u64(value, 0, 1000000000, &out->spin_ns)) {
-        return usage_error(flag, value, "nanoseconds in [0, 1000000000]");
-      }
-    } else if (!strcmp(flag, "--json") || !strcmp(flag, "--trace") ||
-               !strcmp(flag, "--trace-file") || !strcmp(flag, "--log")) {
-      if (!value[0]) return usage_error(flag, value, "a file path");
-      if (!strcmp(flag, "--json")) {
-        out->json_path = value;
-      } else if (!strcmp(flag, "--trace")) {
-        out->trace_path = value;
-      } else {
-        if (out->log_path) {
-          fprintf(stderr, STRESS_PROG ": %s '%s': the log is already '%s'\n",
-                  flag, value, out->log_path);
-          return 2;
-        }
-        out->log_path = value;
-      }
+static int set_path(const char* flag, const char* value, const char** out) {
+  if (!value[0]) return usage_error(flag, value, "a file path");
+  *out = value;
+  return 0;
+}
+
+// One of |names| (NULL-terminated) into |*out| (its index).
+static int set_choice(const char* flag, const char* value,
+                      const char* const* names, const char* accepted,
+                      int* out) {
+  for (int i = 0; names[i]; ++i) {
+    if (!strcmp(value, names[i])) {
+      *out = i;
+      return 0;
     }
   }
+  return usage_error(flag, value, accepted);
+}
 
+static int set_u64(const char* flag, const char* value, uint64_t lo,
+                   uint64_t hi, const char* accepted, uint64_t* out) {
+  return parse_u64(value, lo, hi, out) ? 0
+                                       : usage_error(flag, value, accepted);
+}
+
+static int set_u32(const char* flag, const char* value, uint64_t hi,
+                   const char* accepted, uint32_t* out) {
+  uint64_t u = 0;
+  if (!parse_u64(value, 1, hi, &u)) return usage_error(flag, value, accepted);
+  *out = (uint32_t)u;
+  return 0;
+}
+
+static int set_fraction(const char* flag, const char* value, double* out) {
+  return parse_double(value, 0, 1, out)
+             ? 0
+             : usage_error(flag, value, "a fraction in [0, 1]");
+}
+
+// The policy flags (--alloc, --assume-no-alias, --fallback).
+static int set_policy(int code, const char* flag, const char* value,
+                      stress_options_t* out) {
+  static const char* const kAllocs[] = {"async", "sync", NULL};
+  static const char* const kNoAlias[] = {"0", "1", NULL};
+  static const char* const kFallbacks[] = {"ordered", "device-sync",
+                                           "frontier", NULL};
+  static const hl_fallback_mode_t kFallbackModes[] = {
+      HL_FALLBACK_ORDERED, HL_FALLBACK_DEVICE_SYNC, HL_FALLBACK_FRONTIER};
+  int i = 0, rc = 0;
+  if (code == OPT_ALLOC) {
+    rc = set_choice(flag, value, kAllocs, "async or sync", &i);
+    if (!rc) out->policy.alloc = i ? STRESS_ALLOC_SYNC : STRESS_ALLOC_ASYNC;
+  } else if (code == OPT_ASSUME_NO_ALIAS) {
+    rc = set_choice(flag, value, kNoAlias, "0 or 1", &i);
+    if (!rc) out->policy.assume_no_alias = i == 1;
+  } else {
+    rc = set_choice(flag, value, kFallbacks,
+                    "ordered, device-sync or frontier", &i);
+    if (!rc) out->policy.fallback = kFallbackModes[i];
+  }
+  return rc;
+}
+
+// The workload's and the run's choices (--workload, --backend).
+static int set_kind(int code, const char* flag, const char* value,
+                    stress_options_t* out) {
+  static const char* const kWorkloads[] = {"random", "multistream", "serving",
+                                           "replay", NULL};
+  static const char* const kBackends[] = {"auto", "host", "hip", NULL};
+  static const hl_backend_kind_t kBackendKinds[] = {
+      HL_BACKEND_AUTO, HL_BACKEND_HOST, HL_BACKEND_HIP};
+  int i = 0, rc = 0;
+  if (code == OPT_WORKLOAD) {
+    rc = set_choice(flag, value, kWorkloads,
+                    "one of random, multistream, serving, replay", &i);
+    if (!rc) {
+      out->workload = (stress_workload_t)i;
+      out->workload_set = true;
+    }
+  } else {
+    rc = set_choice(flag, value, kBackends, "auto, host or hip", &i);
+    if (!rc) out->backend = kBackendKinds[i];
+  }
+  return rc;
+}
+
+// The numeric flags.
+static int set_number(int code, const char* flag, const char* value,
+                      stress_options_t* out) {
+  switch (code) {
+    case OPT_SEED:
+      return set_u64(flag, value, 0, UINT64_MAX, "an unsigned 64-bit integer",
+                     &out->seed);
+    case OPT_ITERATIONS:
+      return set_u64(flag, value, 1, 100000000,
+                     "an integer in [1, 100000000]", &out->iterations);
+    case OPT_TRACE_EVENTS:
+      return set_u64(flag, value, 1, 100000000,
+                     "an integer in [1, 100000000]", &out->trace_events);
+    case OPT_SPIN:
+      return set_u64(flag, value, 0, 1000000000,
+                     "nanoseconds in [0, 1000000000]", &out->spin_ns);
+    case OPT_DURATION:
+      return parse_double(value, 0.001, 86400, &out->duration_s)
+                 ? 0
+                 : usage_error(flag, value, "seconds in [0.001, 86400]");
+    case OPT_MAX_SIZE:
+      return parse_size(value, 4, 1ull << 30, &out->max_size)
+                 ? 0
+                 : usage_error(flag, value,
+                               "bytes in [4, 1G] (suffixes K, M, G allowed)");
+    case OPT_LIVE_CAP:
+      return parse_size(value, 4, 1ull << 40, &out->live_cap)
+                 ? 0
+                 : usage_error(
+                       flag, value,
+                       "bytes in [4, 1024G] (suffixes K, M, G allowed)");
+    case OPT_QUEUES:
+      return set_u32(flag, value, STRESS_MAX_QUEUES, "an integer in [1, 64]",
+                     &out->queues);
+    case OPT_REQUESTS:
+      return set_u32(flag, value, STRESS_MAX_REQUESTS,
+                     "an integer in [1, 4096]", &out->requests);
+    case OPT_RESULTS:
+      return set_u32(flag, value, HL_FUNCTION_MAX_RESULTS,
+                     "an integer in [1, 32]", &out->results);
+    case OPT_ALIASING:
+      out->aliasing_set = true;
+      return set_fraction(flag, value, &out->aliasing);
+    case OPT_ESCAPE:
+      return set_fraction(flag, value, &out->escape);
+  }
+  return 0;
+}
+
+// Applies option |code| with |value| (NULL for a bare flag); |flag| names
+// it in errors.
+static int apply_option(int code, const char* flag, const char* value,
+                        stress_options_t* out, bool* policy_set) {
+  switch (code) {
+    case OPT_LOG_POSITIONAL:
+      return set_log(NULL, value, out);
+    case OPT_TRACE_FILE:
+    case OPT_LOG:
+      return set_log(flag, value, out);
+    case OPT_JSON:
+      return set_path(flag, value, &out->json_path);
+    case OPT_TRACE:
+      return set_path(flag, value, &out->trace_path);
+    case OPT_MEMORY_SNAPSHOT:
+      return set_path(flag, value, &out->memory_snapshot_path);
+    case OPT_MATRIX:
+      out->matrix = true;
+      return 0;
+    case OPT_CHECKED:
+      out->checked = true;
+      return 0;
+    case OPT_QUIET:
+      out->quiet = true;
+      return 0;
+    case OPT_ALLOC:
+    case OPT_ASSUME_NO_ALIAS:
+    case OPT_FALLBACK:
+      *policy_set = true;
+      return set_policy(code, flag, value, out);
+    case OPT_WORKLOAD:
+    case OPT_BACKEND:
+      return set_kind(code, flag, value, out);
+  }
+  return set_number(code, flag, value, out);
+}
+
+// The checks across options, and the policy's label.
+static int options_finish(stress_options_t* out, bool policy_set) {
   // A log alone means replay.
   if (out->log_path && !out->workload_set) {
     out->workload = STRESS_WORKLOAD_REPLAY;
@@ -396,4 +486,52 @@ int stress_options_parse(int argc, char** argv, stress_options_t* out) {
                                                         : "noalias0";
   }
   return 0;
+}
+
+static void options_defaults(stress_options_t* out) {
+  memset(out, 0, sizeof(*out));
+  out->backend = HL_BACKEND_AUTO;
+  out->policy.label = "async";
+  out->policy.alloc = STRESS_ALLOC_ASYNC;
+  out->policy.assume_no_alias = true;
+  out->policy.fallback = HL_FALLBACK_DEFAULT;
+  out->seed = 1;
+  out->spin_ns = 20000;
+  out->live_cap = 64ull << 20;
+}
+
+int stress_options_parse(int argc, char** argv, stress_options_t* out) {
+  options_defaults(out);
+  bool policy_set = false;
+  // "-": positional arguments in place (code 1); ":": a missing value is
+  // ':', not a message of getopt's own; opterr 0: no messages at all.
+  opterr = 0;
+  optind = 0;  // Resets glibc's scanner (tests parse more than once).
+  for (;;) {
+    int at = optind ? optind : 1;  // The token getopt_long reads next.
+    int code = getopt_long(argc, argv, "-:h", kOptions, NULL);
+    if (code == -1) break;
+    if (code == 'h' || code == OPT_HELP) {
+      stress_options_print_help(stdout);
+      return 1;
+    }
+    if (at >= argc) at = argc - 1;
+    const char* token = argv[at];
+    if (code == '?' || code == ':') return token_error(code, token);
+    // getopt_long matches a unique prefix; an option is only its whole name.
+    const struct option* named = option_named(token);
+    if (code != OPT_LOG_POSITIONAL && (!named || named->val != code)) {
+      return token_error('?', token);
+    }
+    char flag[64];
+    flag_of(token, flag, sizeof(flag));
+    int rc = apply_option(code, flag, optarg, out, &policy_set);
+    if (rc) return rc;
+  }
+  // After "--": the rest are positional.
+  for (int i = optind; i < argc; ++i) {
+    int rc = set_log(NULL, argv[i], out);
+    if (rc) return rc;
+  }
+  return options_finish(out, policy_set);
 }

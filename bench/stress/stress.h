@@ -68,6 +68,7 @@ typedef struct stress_options_t {
   const char* trace_path;  // --trace, else HIPLINE_TRACE (see main.c).
   bool trace_from_env;     // |trace_path| is HIPLINE_TRACE.
   uint64_t trace_events;   // --trace-events (0: the default).
+  const char* memory_snapshot_path;  // --memory-snapshot.
   const char* log_path;
   bool quiet;  // No table (JSON only).
 } stress_options_t;

@@ -35,6 +35,23 @@ HL_API bool hl_trace_capture_active(void);
 // Number of events named |name| captured so far (for tests and tools).
 HL_API uint64_t hl_trace_capture_count(const char* name);
 
+// Memory history, PyTorch's torch.cuda.memory._record_memory_history and
+// _dump_snapshot: from hl_memory_history_begin, every alloca's memory and
+// every free of every device (address, size, queue id as the stream, time)
+// is recorded, at most |max_events| (0: one million; later ones are counted,
+// hl_memory_history_dropped, and warned about). Discards an earlier history.
+HL_API void hl_memory_history_begin(uint64_t max_events);
+// Stops recording and writes the history to |snapshot_path| (NULL: discards
+// it) as a PyTorch memory snapshot pickle: "segments" (the allocations live
+// at the end, each with its one active_allocated block) and "device_traces"
+// (per device, "alloc" and "free_completed" actions with addr, size, stream
+// and time_us), which PyTorch's memory_viz opens and
+// tools/hipline-trace-convert turns into a replayable log. Errors as
+// hl_trace_capture_end's; without a history it writes nothing.
+HL_API hl_status_t hl_memory_history_end(const char* snapshot_path);
+// Events dropped beyond the limit by the current or the last history.
+HL_API uint64_t hl_memory_history_dropped(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,6 +25,7 @@
 
 #include "runtime/base/recycler.h"
 #include "runtime/base/trace.h"
+#include "runtime/memory/memory_history.h"
 #include "runtime/memory/memory_internal.h"
 
 //===----------------------------------------------------------------------===//
@@ -66,6 +67,7 @@ static void hl_alloca_commit(hl_alloca_op_t* op, void* ptr, bool counted) {
     hl_memory_note(root->device, op->queue_id, HL_MEMORY_EVENT_ALLOCA,
                    root->size);
   }
+  hl_memory_history_alloc(root->device, ptr, root->size, op->queue_id);
   HL_TRACE_INSTANT("alloca", root->size);
 }
 

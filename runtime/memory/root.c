@@ -8,6 +8,7 @@
 #include "runtime/base/log.h"
 #include "runtime/base/recycler.h"
 #include "runtime/base/trace.h"
+#include "runtime/memory/memory_history.h"
 #include "runtime/memory/memory_internal.h"
 
 static atomic_uint_least64_t hl_next_root_id_ = 1;
@@ -320,6 +321,7 @@ static hl_status_t hl_root_return_memory_counting(hl_root_t* root,
     return NULL;
   }
   uint32_t affinity = hl_queue_id(root->affinity_queue);
+  hl_memory_history_free(root->device, ptr, root->size, affinity);
   if (root->suballocation) {
     // hipline's pool counts it in the same critical section as the free.
     return hl_memory_pool_free(root, stream, affinity, dealloca_queue);
