@@ -48,3 +48,17 @@ hl_add_test(memory_steady_state_test
   TIMEOUT 120)
 target_link_options(memory_steady_state_test PRIVATE
   -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
+
+# The memory history's PyTorch snapshot (hl_memory_history_begin/end); its
+# content is checked by memory_history_check.py.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  hl_add_test(memory_history_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_history_test.c
+    LABELS memory
+    TIMEOUT 120)
+  target_compile_definitions(memory_history_test PRIVATE
+    HL_TEST_PYTHON="${Python3_EXECUTABLE}"
+    HL_TEST_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    HL_TEST_WORK_DIR="${CMAKE_CURRENT_BINARY_DIR}")
+endif()

@@ -629,6 +629,7 @@ BAD_VALUES = [
     ("--json", "", "path"),
     ("--trace", "", "path"),
     ("--trace-file", "", "path"),
+    ("--memory-snapshot", "", "path"),
 ]
 
 
@@ -652,6 +653,27 @@ def case_bad_flags(a):
     check("HIPLINE_ASSUME_NO_ALIAS" in proc.stderr, "bad env not named")
     proc = run(["--help"], a.stress)
     check("--workload" in proc.stdout, "--help")
+    # getopt_long's parsing keeps these errors (exit 2, the token named):
+    # names are whole (a unique prefix is no option), -x is unknown, a value
+    # missing at the end, two logs.
+    for args, named in ((["--que", "3"], "'--que'"),
+                        (["--work=random"], "'--work'"),
+                        (["-x"], "'-x'"),
+                        (["--tr", "x"], "'--tr'"),
+                        (["--json"], "--json"),
+                        (["--quiet=yes"], "--quiet")):
+        proc = run(args, a.stress, expect=2)
+        check(named in proc.stderr, "%s: %r" % (args, proc.stderr))
+    proc = run(["a.csv", "b.csv"], a.stress, expect=2)
+    check("'b.csv'" in proc.stderr and "'a.csv'" in proc.stderr,
+          "two logs: %r" % proc.stderr)
+    proc = run(["--log", "a.csv", "--", "b.csv"], a.stress, expect=2)
+    check("'b.csv'" in proc.stderr, "a log after --: %r" % proc.stderr)
+    out = os.path.join(a.work, "same.out")
+    proc = run(["--workload", "random", "--json", out, "--memory-snapshot",
+                out] + SMALL, a.stress, expect=2)
+    check("--memory-snapshot and --json" in proc.stderr,
+          "same output twice: %r" % proc.stderr)
 
 
 def case_plot(a):
@@ -709,6 +731,82 @@ def case_memory_counters(a):
               (allocator, in_use[-1]))
 
 
+def snapshot_peak(snapshot):
+    """The peak live bytes of device 0 of a snapshot (alloc and
+    free_completed of device_traces[0])."""
+    live = peak = 0
+    sizes = {}
+    for e in snapshot["device_traces"][0]:
+        if e["action"] == "alloc":
+            check(e["addr"] not in sizes, "address allocated twice: %r" % e)
+            sizes[e["addr"]] = e["size"]
+            live += e["size"]
+            peak = max(peak, live)
+        elif e["action"] == "free_completed":
+            live -= sizes.pop(e["addr"])
+    return peak
+
+
+def check_snapshot_layout(snapshot, where):
+    """PyTorch's snapshot layout: segments, device_traces of events with
+    action, addr, size, stream, time_us and frames, in time order."""
+    check(set(snapshot) == {"segments", "device_traces"},
+          "%s: keys %s" % (where, sorted(snapshot)))
+    check(snapshot["segments"] == [], "%s: %d segments live at exit" %
+          (where, len(snapshot["segments"])))
+    traces = snapshot["device_traces"]
+    check(traces and all(traces), "%s: %d device traces, empty ones" %
+          (where, len(traces)))
+    for trace in traces:
+        for e in trace:
+            check(set(e) == {"action", "addr", "size", "stream", "time_us",
+                             "frames"} and e["frames"] == [] and
+                  e["action"] in ("alloc", "free_completed") and
+                  e["addr"] > 0 and e["size"] > 0,
+                  "%s: event %r" % (where, e))
+        times = [e["time_us"] for e in trace]
+        check(times == sorted(times), "%s: events out of time order" % where)
+
+
+def case_memory_snapshot(a):
+    """--memory-snapshot writes a PyTorch memory snapshot pickle (segments,
+    device_traces with alloc/free_completed, addresses, sizes, streams); a
+    replay reads it back through hipline-trace-convert with the run's peak
+    live bytes, with either pool. Several devices get a trace each, several
+    queues their streams."""
+    import pickle
+    for allocator in ("driver", "hipline"):
+        env = {"HIPLINE_ALLOCATOR": allocator}
+        snap = os.path.join(a.work, "snapshot-%s.pickle" % allocator)
+        out = os.path.join(a.work, "run-%s.json" % allocator)
+        run(["--workload", "random", "--memory-snapshot", snap, "--json", out,
+             "--iterations", "300", "--backend", "host"], a.stress, env)
+        with open(snap, "rb") as f:
+            snapshot = pickle.load(f)
+        check_snapshot_layout(snapshot, allocator)
+        (r,) = load(out)
+        peak = snapshot_peak(snapshot)
+        check(peak == r["peak_used_bytes"], "%s: snapshot peak %d, run %d" %
+              (allocator, peak, r["peak_used_bytes"]))
+        # The replay converts the pickle itself (hipline-trace-convert).
+        replayed = os.path.join(a.work, "replay-%s.json" % allocator)
+        run(["--log", snap, "--json", replayed, "--quiet", "--backend",
+             "host"], a.stress, env)
+        (rr,) = load(replayed)
+        check(rr["peak_live_bytes"] == peak, "%s: replay peak live %d, "
+              "snapshot %d" % (allocator, rr["peak_live_bytes"], peak))
+    # multistream: a device of one queue, then one of four.
+    snap = os.path.join(a.work, "multistream.pickle")
+    run(["--workload", "multistream", "--queues", "4", "--memory-snapshot",
+         snap, "--iterations", "50", "--backend", "host"], a.stress)
+    with open(snap, "rb") as f:
+        snapshot = pickle.load(f)
+    check_snapshot_layout(snapshot, "multistream")
+    streams = [sorted({e["stream"] for e in t})
+               for t in snapshot["device_traces"]]
+    check(streams == [[0], [0, 1, 2, 3]], "streams per device %s" % streams)
+
+
 CASES = {
     "env-no-alias-0": case_env_no_alias_0,
     "no-alias-1": case_no_alias_1,
@@ -728,6 +826,7 @@ CASES = {
     "plot-input": case_plot_input,
     "terminal": case_terminal,
     "memory-counters": case_memory_counters,
+    "memory-snapshot": case_memory_snapshot,
 }
 
 
