@@ -8,7 +8,8 @@ if(TARGET hipline-stress)
     foreach(case env-no-alias-0 no-alias-1 matrix-json checked escape replay-traces
                  replay-csv malformed-log bad-flags plot
                  silent-failures interrupt interrupt-convert outputs parsing
-                 plot-input terminal memory-counters memory-snapshot)
+                 plot-input terminal memory-counters memory-snapshot
+                 plot-memory)
       add_test(NAME stress_${case}
         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/stress_check.py
                 --stress $<TARGET_FILE:hipline-stress>

@@ -807,6 +807,39 @@ def case_memory_snapshot(a):
     check(streams == [[0], [0, 1, 2, 3]], "streams per device %s" % streams)
 
 
+def case_plot_memory(a):
+    """hipline-plot --memory draws memory over time from a stress run's trace
+    (its memory counters) and from its memory snapshot; other input is a
+    one-line error."""
+    if not shutil.which("gnuplot"):
+        print("no gnuplot; skipping")
+        return 77
+    trace = os.path.join(a.work, "trace.json")
+    snap = os.path.join(a.work, "snapshot.pickle")
+    result = os.path.join(a.work, "result.json")
+    run(["--workload", "random", "--trace", trace, "--memory-snapshot", snap,
+         "--json", result] + SMALL, a.stress)
+    pngs = os.path.join(a.work, "png")
+    shutil.rmtree(pngs, ignore_errors=True)
+    for name, source in (("trace", trace), ("snapshot", snap)):
+        proc = subprocess.run([sys.executable, a.plot, "--memory", source, "-o",
+                               pngs, "--prefix", name], capture_output=True,
+                              text=True, timeout=120)
+        check(proc.returncode == 0, "%s: %s" % (name, proc.stderr))
+        out = os.path.join(pngs, name + "-memory-over-time.png")
+        check(proc.stdout.strip() == out, "printed %r" % proc.stdout)
+        with open(out, "rb") as f:
+            check(f.read(8) == b"\x89PNG\r\n\x1a\n", "%s is not a PNG" % out)
+    bad = subprocess.run([sys.executable, a.plot, "--memory", result],
+                         capture_output=True, text=True, timeout=60)
+    check(bad.returncode == 1 and "traceEvents" in bad.stderr and
+          len(bad.stderr.strip().splitlines()) == 1,
+          "a result as --memory: %d %r" % (bad.returncode, bad.stderr))
+    both = subprocess.run([sys.executable, a.plot, result, "--memory", trace],
+                          capture_output=True, text=True, timeout=60)
+    check(both.returncode == 2, "results and --memory: %d" % both.returncode)
+
+
 CASES = {
     "env-no-alias-0": case_env_no_alias_0,
     "no-alias-1": case_no_alias_1,
@@ -827,6 +860,7 @@ CASES = {
     "terminal": case_terminal,
     "memory-counters": case_memory_counters,
     "memory-snapshot": case_memory_snapshot,
+    "plot-memory": case_plot_memory,
 }
 
 

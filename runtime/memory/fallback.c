@@ -447,7 +447,9 @@ static void hl_memory_settle_owed(hl_fallback_t* list) {
 }
 
 void hl_memory_pay_owed_drains(hl_device_t* device) {
-  hl_memory_state_t* state = hl_memory_state_get(device);
+  // NULL-checked: hl_queue_device's NULL result, inlined, otherwise made
+  // GCC 12's LTO warn -Wstringop-overflow about the state's load.
+  hl_memory_state_t* state = device ? hl_memory_state_get(device) : NULL;
   if (HL_LIKELY(!state || atomic_load_explicit(&state->owed_count,
                                                memory_order_relaxed) == 0)) {
     return;
