@@ -34,8 +34,9 @@ static void test_snapshot_live_segment(void** state) {
   HL_ASSERT_OK(hl_memory_history_end(path));
   assert_int_equal(hl_memory_history_dropped(), 0);
   char command[1024];
-  snprintf(command, sizeof(command), "'%s' '%s/tests/memory_history_check.py' '%s'",
-           HL_TEST_PYTHON, HL_TEST_SOURCE_DIR, path);
+  snprintf(command, sizeof(command),
+           "'%s' '%s/tests/memory_history_check.py' '%s'", HL_TEST_PYTHON,
+           HL_TEST_SOURCE_DIR, path);
   assert_int_equal(system(command), 0);
   mem_dealloca(q, NULL, 0, NULL, 0, b);
   hl_buffer_release(b);

@@ -43,6 +43,7 @@ REQUIRED_PACKAGES=(
   libcmocka-dev libamdhip64-dev hipcc rocm-device-libs clang-19 lld-19
   clang-14 libclang-rt-14-dev
   gnuplot-nox
+  python3-venv python3-pip python3-setuptools python3-wheel
 )
 OPTIONAL_PACKAGES=(valgrind)
 

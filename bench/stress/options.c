@@ -253,13 +253,13 @@ static int token_error(int code, const char* token) {
 }
 
 // Sets the log: --trace-file, --log or a positional LOG (one of them).
-static int set_log(const char* flag, const char* value,
-                   stress_options_t* out) {
+static int set_log(const char* flag, const char* value, stress_options_t* out) {
   if (!flag) {
     if (out->log_path) {
       fprintf(stderr,
-              STRESS_PROG ": unexpected argument '%s' (the log is already "
-                          "'%s')\n",
+              STRESS_PROG
+              ": unexpected argument '%s' (the log is already "
+              "'%s')\n",
               value, out->log_path);
       return 2;
     }
@@ -295,8 +295,7 @@ static int set_choice(const char* flag, const char* value,
 
 static int set_u64(const char* flag, const char* value, uint64_t lo,
                    uint64_t hi, const char* accepted, uint64_t* out) {
-  return parse_u64(value, lo, hi, out) ? 0
-                                       : usage_error(flag, value, accepted);
+  return parse_u64(value, lo, hi, out) ? 0 : usage_error(flag, value, accepted);
 }
 
 static int set_u32(const char* flag, const char* value, uint64_t hi,
@@ -318,8 +317,8 @@ static int set_policy(int code, const char* flag, const char* value,
                       stress_options_t* out) {
   static const char* const kAllocs[] = {"async", "sync", NULL};
   static const char* const kNoAlias[] = {"0", "1", NULL};
-  static const char* const kFallbacks[] = {"ordered", "device-sync",
-                                           "frontier", NULL};
+  static const char* const kFallbacks[] = {"ordered", "device-sync", "frontier",
+                                           NULL};
   static const hl_fallback_mode_t kFallbackModes[] = {
       HL_FALLBACK_ORDERED, HL_FALLBACK_DEVICE_SYNC, HL_FALLBACK_FRONTIER};
   int i = 0, rc = 0;
@@ -330,8 +329,8 @@ static int set_policy(int code, const char* flag, const char* value,
     rc = set_choice(flag, value, kNoAlias, "0 or 1", &i);
     if (!rc) out->policy.assume_no_alias = i == 1;
   } else {
-    rc = set_choice(flag, value, kFallbacks,
-                    "ordered, device-sync or frontier", &i);
+    rc = set_choice(flag, value, kFallbacks, "ordered, device-sync or frontier",
+                    &i);
     if (!rc) out->policy.fallback = kFallbackModes[i];
   }
   return rc;
@@ -368,11 +367,11 @@ static int set_number(int code, const char* flag, const char* value,
       return set_u64(flag, value, 0, UINT64_MAX, "an unsigned 64-bit integer",
                      &out->seed);
     case OPT_ITERATIONS:
-      return set_u64(flag, value, 1, 100000000,
-                     "an integer in [1, 100000000]", &out->iterations);
+      return set_u64(flag, value, 1, 100000000, "an integer in [1, 100000000]",
+                     &out->iterations);
     case OPT_TRACE_EVENTS:
-      return set_u64(flag, value, 1, 100000000,
-                     "an integer in [1, 100000000]", &out->trace_events);
+      return set_u64(flag, value, 1, 100000000, "an integer in [1, 100000000]",
+                     &out->trace_events);
     case OPT_SPIN:
       return set_u64(flag, value, 0, 1000000000,
                      "nanoseconds in [0, 1000000000]", &out->spin_ns);

@@ -108,8 +108,7 @@ void stress_report_table(FILE* out, const stress_result_t* results,
 // The safe path's row of |r|'s workload: assume_no_alias=0 with the
 // default (ordered) fallback.
 static const stress_result_t* safe_row(const stress_result_t* results,
-                                       size_t count,
-                                       const stress_result_t* r) {
+                                       size_t count, const stress_result_t* r) {
   for (size_t i = 0; i < count; ++i) {
     if (results[i].workload == r->workload &&
         !strcmp(results[i].policy, "noalias0-ordered") &&
@@ -138,16 +137,17 @@ void stress_report_verdict(FILE* out, const stress_result_t* results,
     if (r != base || !base || base->ops_per_s <= 0) continue;
     const stress_result_t* safe = safe_row(results, count, r);
     if (!safe || base->peak_reserved_bytes == 0) continue;
-    int n = snprintf(cost + used, sizeof(cost) - used, "%s%s %.2fx ops/s, %.2fx reserved",
-                     used ? "; " : "", stress_workload_name(r->workload),
-                     safe->ops_per_s / base->ops_per_s,
-                     (double)safe->peak_reserved_bytes /
-                         (double)base->peak_reserved_bytes);
+    int n = snprintf(
+        cost + used, sizeof(cost) - used, "%s%s %.2fx ops/s, %.2fx reserved",
+        used ? "; " : "", stress_workload_name(r->workload),
+        safe->ops_per_s / base->ops_per_s,
+        (double)safe->peak_reserved_bytes / (double)base->peak_reserved_bytes);
     if (n > 0) used += (size_t)n;
   }
   fprintf(out, "\nVerdict: ");
   if (cost[0]) {
-    fprintf(out, "the safe path (assume_no_alias=0, ordered) against async: %s; ",
+    fprintf(out,
+            "the safe path (assume_no_alias=0, ordered) against async: %s; ",
             cost);
   }
   if (failed || partial || vfail || uaf) {
@@ -157,8 +157,9 @@ void stress_report_verdict(FILE* out, const stress_result_t* results,
             failed, partial, (unsigned long long)vfail,
             (unsigned long long)uaf);
   } else {
-    fprintf(out, "every run passed (no failure, verification failure or "
-                 "use-after-free)\n");
+    fprintf(out,
+            "every run passed (no failure, verification failure or "
+            "use-after-free)\n");
   }
 }
 

@@ -93,8 +93,8 @@ void hl_trace_zone_end_recording(hl_trace_zone_t zone) {
 
 void hl_trace_instant_recording(const char* name, uint64_t arg) {
   hl_trace_event_t ev = {
-      name, HL_TRACE_INSTANT_EV, hl_trace_tid(), hl_time_now(),
-      0,    (int64_t)arg, 0};
+      name, HL_TRACE_INSTANT_EV, hl_trace_tid(), hl_time_now(), 0, (int64_t)arg,
+      0};
   hl_trace_record(&ev);
 }
 
@@ -104,10 +104,10 @@ void hl_trace_counter_recording(const char* name, int64_t value) {
   hl_trace_record(&ev);
 }
 
-void hl_trace_memory_recording(uint32_t track, const char* pool,
-                               int64_t in_use, int64_t reserved) {
-  hl_trace_event_t ev = {pool,   HL_TRACE_MEMORY_EV, track, hl_time_now(), 0,
-                         in_use, reserved};
+void hl_trace_memory_recording(uint32_t track, const char* pool, int64_t in_use,
+                               int64_t reserved) {
+  hl_trace_event_t ev = {
+      pool, HL_TRACE_MEMORY_EV, track, hl_time_now(), 0, in_use, reserved};
   hl_trace_record(&ev);
 }
 

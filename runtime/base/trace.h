@@ -35,8 +35,8 @@ hl_trace_zone_t hl_trace_zone_begin_recording(const char* name);
 void hl_trace_zone_end_recording(hl_trace_zone_t zone);
 void hl_trace_instant_recording(const char* name, uint64_t arg);
 void hl_trace_counter_recording(const char* name, int64_t value);
-void hl_trace_memory_recording(uint32_t track, const char* pool,
-                               int64_t in_use, int64_t reserved);
+void hl_trace_memory_recording(uint32_t track, const char* pool, int64_t in_use,
+                               int64_t reserved);
 
 static inline hl_trace_zone_t hl_trace_zone_begin(const char* name) {
   if (HL_LIKELY(!hl_trace_is_active())) {

@@ -40,9 +40,8 @@ static void hl_memory_history_init(void) {
   mtx_init(&hl_memory_history_mutex_, mtx_plain);
 }
 
-void hl_memory_history_record(hl_device_t* device, bool alloc,
-                              const void* ptr, uint64_t size,
-                              uint32_t stream) {
+void hl_memory_history_record(hl_device_t* device, bool alloc, const void* ptr,
+                              uint64_t size, uint32_t stream) {
   hl_memory_state_t* state = hl_memory_state_get(device);
   uint32_t track = state ? state->trace_track : 0;
   call_once(&hl_memory_history_once_, hl_memory_history_init);
@@ -64,8 +63,8 @@ void hl_memory_history_record(hl_device_t* device, bool alloc,
   }
   if (hl_history_count_ < hl_history_capacity_) {
     // The time is taken under the lock: the events are in time order.
-    hl_memory_history_event_t ev = {hl_time_now(), (uint64_t)(uintptr_t)ptr,
-                                    size, track, stream, alloc};
+    hl_memory_history_event_t ev = {
+        hl_time_now(), (uint64_t)(uintptr_t)ptr, size, track, stream, alloc};
     hl_history_events_[hl_history_count_++] = ev;
   } else {
     ++hl_history_dropped_;
@@ -153,10 +152,10 @@ static void hl_pickle_no_frames(FILE* f) {
 
 // The device index of each event: tracks in order of first appearance.
 static uint32_t* hl_history_devices(uint32_t* out_count) {
-  uint32_t* device = calloc(hl_history_count_ ? hl_history_count_ : 1,
-                            sizeof(uint32_t));
-  uint32_t* tracks = calloc(hl_history_count_ ? hl_history_count_ : 1,
-                            sizeof(uint32_t));
+  uint32_t* device =
+      calloc(hl_history_count_ ? hl_history_count_ : 1, sizeof(uint32_t));
+  uint32_t* tracks =
+      calloc(hl_history_count_ ? hl_history_count_ : 1, sizeof(uint32_t));
   uint32_t count = 0;
   if (!device || !tracks) {
     free(device);
@@ -205,10 +204,9 @@ static bool* hl_history_live_at_end(const uint32_t* device) {
   qsort(order, hl_history_count_, sizeof(uint64_t), hl_history_order);
   for (uint64_t k = 0; k < hl_history_count_; ++k) {
     uint64_t i = order[k];
-    bool last = k + 1 == hl_history_count_ ||
-                device[order[k + 1]] != device[i] ||
-                hl_history_events_[order[k + 1]].addr !=
-                    hl_history_events_[i].addr;
+    bool last =
+        k + 1 == hl_history_count_ || device[order[k + 1]] != device[i] ||
+        hl_history_events_[order[k + 1]].addr != hl_history_events_[i].addr;
     live[i] = last && hl_history_events_[i].alloc;
   }
   free(order);
@@ -270,8 +268,7 @@ static void hl_history_write_traces(FILE* f, const uint32_t* device,
       hl_pickle_key_uint(f, "addr", e->addr);
       hl_pickle_key_uint(f, "size", e->size);
       hl_pickle_key_uint(f, "stream", e->stream);
-      hl_pickle_key_uint(f, "time_us",
-                         (uint64_t)(e->time_ns - epoch) / 1000u);
+      hl_pickle_key_uint(f, "time_us", (uint64_t)(e->time_ns - epoch) / 1000u);
       hl_pickle_no_frames(f);
       fputc(HL_PICKLE_SETITEMS, f);
     }

@@ -13,8 +13,8 @@
 
 extern atomic_bool hl_memory_history_active_;
 
-void hl_memory_history_record(hl_device_t* device, bool alloc,
-                              const void* ptr, uint64_t size, uint32_t stream);
+void hl_memory_history_record(hl_device_t* device, bool alloc, const void* ptr,
+                              uint64_t size, uint32_t stream);
 
 // An alloca's memory |ptr| of |size| bytes, on queue |stream| of |device|:
 // recorded after the pool returned it.

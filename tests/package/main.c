@@ -33,9 +33,11 @@ static int use_device(void) {
   st = hl_queue_create(device, &queue);
   if (!st) st = hl_queue_alloca(queue, NULL, NULL, sizeof(words), 0, &buffer);
   if (!st) {
-    st = hl_queue_fill(queue, NULL, NULL, buffer, 0, sizeof(words), 0x600DF00Du);
+    st =
+        hl_queue_fill(queue, NULL, NULL, buffer, 0, sizeof(words), 0x600DF00Du);
   }
-  if (!st) st = hl_queue_read(queue, NULL, NULL, buffer, 0, words, sizeof(words));
+  if (!st)
+    st = hl_queue_read(queue, NULL, NULL, buffer, 0, words, sizeof(words));
   if (!st) st = hl_queue_dealloca(queue, NULL, NULL, buffer);
   if (!st) st = hl_queue_wait_idle(queue, hl_deadline_after(30000000000ll));
   hl_buffer_release(buffer);
@@ -60,9 +62,10 @@ int main(void) {
     return 1;
   }
   if (use_device() != 0) return 1;
-  printf("hipline %s: %s backend available, %d device(s); a queue "
-         "allocated, filled, read and freed a buffer\n",
-         HIPLINE_VERSION_STRING, hl_backend_kind_name(info.kind),
-         info.device_count);
+  printf(
+      "hipline %s: %s backend available, %d device(s); a queue "
+      "allocated, filled, read and freed a buffer\n",
+      HIPLINE_VERSION_STRING, hl_backend_kind_name(info.kind),
+      info.device_count);
   return 0;
 }
