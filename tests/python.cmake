@@ -88,15 +88,18 @@ set_tests_properties(python.serve PROPERTIES RUN_SERIAL ON)
 # python3-wheel, python3-venv, python3-pip): the first interpreter that
 # imports them is used.
 if(HIPLINE_INSTALL AND NOT HIPLINE_SANITIZER STREQUAL "thread")
+  # Only the Python processes get the sanitizer's runtime (not cmake).
   set(hl_py_installed_env "PYTHONDONTWRITEBYTECODE=1")
   if(HIPLINE_SANITIZER STREQUAL "address")
     list(APPEND hl_py_installed_env "LD_PRELOAD=${hl_libasan}"
          "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
   endif()
+  string(REPLACE ";" "|" hl_py_installed_env "${hl_py_installed_env}")
   add_test(NAME python.install
     COMMAND ${CMAKE_COMMAND} -DHL_MODE=install -DHL_PYTHON=${hl_python}
       -DHL_BUILD_DIR=${PROJECT_BINARY_DIR} -DHL_CONFIG=$<CONFIG>
       -DHL_WORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/python-install-test
+      "-DHL_PY_ENV=${hl_py_installed_env}"
       -P ${CMAKE_CURRENT_SOURCE_DIR}/package/python_install.cmake)
   set(hl_pip_python "")
   foreach(candidate /usr/bin/python3 ${hl_python})
@@ -114,16 +117,15 @@ if(HIPLINE_INSTALL AND NOT HIPLINE_SANITIZER STREQUAL "thread")
         -DHL_SOURCE_DIR=${PROJECT_SOURCE_DIR}
         -DHL_LIBRARY=$<TARGET_FILE:hipline_shared>
         -DHL_WORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/python-pip-test
+        "-DHL_PY_ENV=${hl_py_installed_env}"
         -P ${CMAKE_CURRENT_SOURCE_DIR}/package/python_install.cmake)
     set_tests_properties(python.pip PROPERTIES
-      LABELS "python;package" TIMEOUT 300 RUN_SERIAL ON
-      ENVIRONMENT "${hl_py_installed_env}")
+      LABELS "python;package" TIMEOUT 300 RUN_SERIAL ON)
   else()
     message(STATUS "hipline: no Python with setuptools, wheel, venv and pip "
                    "(Debian: python3-setuptools python3-wheel python3-venv "
                    "python3-pip); python.pip is left out")
   endif()
   set_tests_properties(python.install PROPERTIES
-    LABELS "python;package" TIMEOUT 300 RUN_SERIAL ON
-    ENVIRONMENT "${hl_py_installed_env}")
+    LABELS "python;package" TIMEOUT 300 RUN_SERIAL ON)
 endif()

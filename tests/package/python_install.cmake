@@ -26,6 +26,11 @@ with hipline.Device("host") as d, d.create_queue() as q:
 print("imported from", hipline.__file__, "with", hipline.library_path)
 ]=])
 
+# The environment of the Python processes ("A=1|B=2", HL_PY_ENV): the
+# sanitizer's runtime for an ASan build.
+string(REPLACE "|" ";" hl_py_env "${HL_PY_ENV}")
+set(py_env ${CMAKE_COMMAND} -E env ${hl_py_env})
+
 file(REMOVE_RECURSE ${HL_WORK_DIR})
 file(MAKE_DIRECTORY ${HL_WORK_DIR})
 unset(ENV{PYTHONPATH})
@@ -48,9 +53,10 @@ if(HL_MODE STREQUAL "install")
     message(FATAL_ERROR "python: the import line for a venv prefix needs "
                         "PYTHONPATH: ${line}")
   endif()
-  hl_py_run("the printed line: ${line}" sh -c "${line}"
+  hl_py_run("the printed line: ${line}" ${py_env} sh -c "${line}"
     WORKING_DIRECTORY ${HL_WORK_DIR})
-  hl_py_run("use the installed package" ${venv}/bin/python -c "${hl_check}" ${venv}
+  hl_py_run("use the installed package"
+    ${py_env} ${venv}/bin/python -c "${hl_check}" ${venv}
     WORKING_DIRECTORY ${HL_WORK_DIR})
 elseif(HL_MODE STREQUAL "pip")
   # --system-site-packages: the build backend (Debian's setuptools and
@@ -62,7 +68,8 @@ elseif(HL_MODE STREQUAL "pip")
     ${venv}/bin/python -m pip install --no-build-isolation --no-index
     --disable-pip-version-check ${HL_SOURCE_DIR}/runtime/bindings/python)
   unset(ENV{LIBHIPLINE})
-  hl_py_run("use the pip-installed package" ${venv}/bin/python -c "${hl_check}" ${venv}
+  hl_py_run("use the pip-installed package"
+    ${py_env} ${venv}/bin/python -c "${hl_check}" ${venv}
     WORKING_DIRECTORY ${HL_WORK_DIR})
   message(STATUS "python: ${hl_py_out}")
 else()
