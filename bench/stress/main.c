@@ -281,6 +281,7 @@ int main(int argc, char** argv) {
     stress_report_table(stdout, results, started);
     printf("total %.1f s%s\n", total_seconds,
            signal_number ? " (interrupted: partial results)" : "");
+    stress_report_verdict(stdout, results, started);
   }
   if (options.json_path) {
     st = stress_report_json(options.json_path, results, started);

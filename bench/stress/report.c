@@ -102,7 +102,6 @@ void stress_report_table(FILE* out, const stress_result_t* results,
             (unsigned long long)r->use_after_free, thr, res, notes);
   }
   stress_report_legend(out);
-  stress_report_verdict(out, results, count);
 }
 
 // The safe path's row of |r|'s workload: assume_no_alias=0 with the
