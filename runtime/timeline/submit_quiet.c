@@ -22,6 +22,21 @@ static inline size_t hl_quiet_fence_count(const hl_fence_t* fence) {
   return fence ? fence->count : 0;
 }
 
+// Whether nothing is injected (hl_faults_none), reading HIPLINE_FAULTS
+// first if nothing has yet: a backend that never asks would otherwise keep
+// the first submission of the process off the quiet path.
+static bool hl_quiet_faults_none_slow(void) {
+  if (atomic_load_explicit(&hl_faults_state_, memory_order_relaxed) !=
+      HL_FAULTS_UNREAD) {
+    return false;
+  }
+  (void)hl_faults_snapshot();
+  return hl_faults_none();
+}
+static inline bool hl_quiet_faults_none(void) {
+  return hl_faults_none() || hl_quiet_faults_none_slow();
+}
+
 // The quiet-path predicate. A submission takes the quiet path exactly when
 // both halves hold: hl_quiet_eligible (facts about the submission that,
 // once true, stay true: a reached value stays reached, and a failed
@@ -46,7 +61,7 @@ static inline bool hl_quiet_eligible(hl_queue_t* queue,
                                      const hl_fence_t* wait_fence,
                                      const hl_fence_t* signal_fence,
                                      const hl_op_t* ops) {
-  if (!hl_ops_may_complete_at_once(ops) || !hl_faults_none() ||
+  if (!hl_ops_may_complete_at_once(ops) || !hl_quiet_faults_none() ||
       queue->device->checked ||
       atomic_load_explicit(&queue->failed, memory_order_relaxed) ||
       atomic_load_explicit(&queue->pump_scheduled, memory_order_relaxed) ||
@@ -101,7 +116,7 @@ static void hl_quiet_publish_locked(hl_queue_t* queue,
     hl_frontier_raise(queue, e.semaphore->id, e.value);
   }
   if (failure) ++queue->stats.failed;
-  hl_semaphore_signal_owned_two(queue->timeline, value, queue->done, value);
+  hl_semaphore_signal_owned_next(queue->timeline, queue->done, value);
 }
 
 // hl_pump_sink_open and hl_pump_sink_close, with their common cases inline:

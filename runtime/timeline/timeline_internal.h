@@ -368,6 +368,12 @@ void hl_semaphore_signal_owned(hl_semaphore_t* semaphore, uint64_t value);
 // lock is held) with one full barrier for the two.
 void hl_semaphore_signal_owned_two(hl_semaphore_t* a, uint64_t a_value,
                                    hl_semaphore_t* b, uint64_t b_value);
+// hl_semaphore_signal_owned_two of a queue's |timeline| and |done| to its
+// next |value| (above both values, which only that queue raises, in order),
+// for a queue with nothing in flight (submit_quiet.c): plain stores and
+// one full barrier when no timepoint is attached and nobody waits.
+void hl_semaphore_signal_owned_next(hl_semaphore_t* timeline,
+                                    hl_semaphore_t* done, uint64_t value);
 // The same two, taking the semaphore's lock (no semaphore lock held). A
 // signal of a semaphore nobody waits on and with no timepoint attached takes
 // no lock: it raises the value with a compare-and-swap and then looks at the
