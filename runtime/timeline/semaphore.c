@@ -251,7 +251,10 @@ void hl_semaphore_signal_owned_next(hl_semaphore_t* timeline,
                                     hl_semaphore_t* done, uint64_t value) {
   if (timeline->timepoints || done->timepoints ||
       hl_semaphore_failure(timeline)) {
-    hl_semaphore_signal_owned_two(timeline, value, done, value);
+    // Rare; not hl_semaphore_signal_owned_two, which stays inlined into its
+    // one caller, the general path's publish.
+    hl_semaphore_signal_owned(timeline, value);
+    hl_semaphore_signal_owned(done, value);
     return;
   }
   // Above every value and issued value of both (the queue assigns them in
