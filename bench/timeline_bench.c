@@ -12,11 +12,17 @@
 //              and a round trip is the gap between consecutive stamps.
 //              Reported as the median (and p90) in microseconds.
 //   host-rtt   The same round trip observed from the host: submit one round,
-//              block on B's signal, repeat.
+//              block on B's signal, repeat. A host wait spins briefly before
+//              it sleeps (base/spin.h), which is why the round trip is
+//              short; what that costs is reported beside it: CPU time per
+//              round of the waiting thread and of the whole process (every
+//              hipline thread included), from CLOCK_THREAD_CPUTIME_ID and
+//              CLOCK_PROCESS_CPUTIME_ID over all rounds.
 //   release    A parked submission released by the host: a barrier waits on
 //              a semaphore nobody has signalled (it parks) and signals
 //              another; the host signals the first and blocks on the
-//              second. The time from the signal to the end of the wait.
+//              second. The time from the signal to the end of the wait, and
+//              the CPU it cost per round as for host-rtt.
 //   contention T submitting threads (1, 2, 4), each on its own queue, each
 //              submitting B batches of N empty submissions and draining its
 //              queue after each batch. Two placements: every queue on one
@@ -46,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <threads.h>
+#include <time.h>
 
 #include "bench/cpu_placement.h"
 #include "hipline/device.h"
@@ -79,6 +86,36 @@ static int64_t quantile(int64_t* v, size_t n, double q) {
   return v[i < n ? i : n - 1];
 }
 
+// CPU time of a host-waiting loop, per round, in microseconds: the thread
+// that waits (its spin included) and the whole process.
+typedef struct bench_cpu_t {
+  double thread_us;
+  double process_us;
+} bench_cpu_t;
+
+static int64_t cpu_clock_ns(clockid_t clock) {
+  struct timespec ts;
+  if (clock_gettime(clock, &ts) != 0) return 0;
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+typedef struct cpu_mark_t {
+  int64_t thread_ns;
+  int64_t process_ns;
+} cpu_mark_t;
+
+static cpu_mark_t cpu_mark(void) {
+  return (cpu_mark_t){cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID),
+                      cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID)};
+}
+
+static bench_cpu_t cpu_since(cpu_mark_t start, int64_t rounds) {
+  cpu_mark_t end = cpu_mark();
+  return (bench_cpu_t){
+      (double)(end.thread_ns - start.thread_ns) / 1e3 / (double)rounds,
+      (double)(end.process_ns - start.process_ns) / 1e3 / (double)rounds};
+}
+
 typedef struct results_t {
   int64_t submissions;
   int batches;
@@ -90,8 +127,10 @@ typedef struct results_t {
   double pingpong_p90_us;
   double host_rtt_median_us;
   double host_rtt_p90_us;
+  bench_cpu_t host_rtt_cpu;
   double release_median_us;
   double release_p90_us;
+  bench_cpu_t release_cpu;
   // contention[placement][threads index]: aggregate submissions per second;
   // placement 0 = one shared device, 1 = a device per thread.
   int contention_batches;
@@ -203,6 +242,7 @@ static void bench_pingpong(hl_device_t* device, results_t* r) {
 
   // Host-observed round trips.
   uint64_t base = (uint64_t)r->rounds;
+  cpu_mark_t cpu_start = cpu_mark();
   for (int64_t i = 0; i < n; ++i) {
     uint64_t v = base + (uint64_t)i + 1;
     hl_time_t start = hl_time_now();
@@ -219,6 +259,7 @@ static void bench_pingpong(hl_device_t* device, results_t* r) {
     CHECK(hl_semaphore_wait(sb, v, hl_deadline_after(60000 * MS)));
     gaps[i] = hl_time_now() - start;
   }
+  r->host_rtt_cpu = cpu_since(cpu_start, n);
   r->host_rtt_median_us = (double)quantile(gaps, (size_t)n, 0.5) / 1e3;
   r->host_rtt_p90_us = (double)quantile(gaps, (size_t)n, 0.9) / 1e3;
   CHECK(hl_queue_wait_idle(a, hl_deadline_after(60000 * MS)));
@@ -247,6 +288,7 @@ static void bench_release(hl_device_t* device, results_t* r) {
   CHECK(hl_fence_create(hl_allocator_system(), &signal));
   int64_t n = r->rounds;
   int64_t* gaps = calloc((size_t)n, sizeof(int64_t));
+  cpu_mark_t cpu_start = cpu_mark();
   for (int64_t i = 0; i < n; ++i) {
     uint64_t v = (uint64_t)i + 1;
     hl_fence_clear(wait);
@@ -259,6 +301,7 @@ static void bench_release(hl_device_t* device, results_t* r) {
     CHECK(hl_semaphore_wait(done, v, hl_deadline_after(60000 * MS)));
     gaps[i] = hl_time_now() - start;
   }
+  r->release_cpu = cpu_since(cpu_start, n);
   r->release_median_us = (double)quantile(gaps, (size_t)n, 0.5) / 1e3;
   r->release_p90_us = (double)quantile(gaps, (size_t)n, 0.9) / 1e3;
   CHECK(hl_queue_wait_idle(q, hl_deadline_after(60000 * MS)));
@@ -488,9 +531,11 @@ int main(int argc, char** argv) {
         "\"batches\": %d, \"median_ns\": %.1f, \"min_ns\": %.1f, "
         "\"max_ns\": %.1f}, \"pingpong\": {\"rounds\": %lld, "
         "\"median_us\": %.2f, \"p90_us\": %.2f}, \"host_rtt\": "
-        "{\"rounds\": %lld, \"median_us\": %.2f, \"p90_us\": %.2f}, "
+        "{\"rounds\": %lld, \"median_us\": %.2f, \"p90_us\": %.2f, "
+        "\"waiter_cpu_us\": %.2f, \"process_cpu_us\": %.2f}, "
         "\"release\": {\"rounds\": %lld, \"median_us\": %.2f, "
-        "\"p90_us\": %.2f}, "
+        "\"p90_us\": %.2f, \"waiter_cpu_us\": %.2f, "
+        "\"process_cpu_us\": %.2f}, "
         "\"contention\": {\"submissions_per_batch\": %lld, \"batches\": %d, "
         "\"repeats\": %d, "
         "\"shared_device\": {\"1\": %.0f, \"2\": %.0f, \"4\": %.0f}, "
@@ -500,12 +545,13 @@ int main(int argc, char** argv) {
         (long long)r.submissions, r.batches, r.submit_median_ns,
         r.submit_min_ns, r.submit_max_ns, (long long)r.rounds,
         r.pingpong_median_us, r.pingpong_p90_us, (long long)r.rounds - 1,
-        r.host_rtt_median_us, r.host_rtt_p90_us, (long long)r.rounds,
-        r.release_median_us, r.release_p90_us, (long long)r.submissions,
-        r.contention_batches, r.contention_repeats, r.contention_rate[0][0],
-        r.contention_rate[0][1], r.contention_rate[0][2],
-        r.contention_rate[1][0], r.contention_rate[1][1],
-        r.contention_rate[1][2]);
+        r.host_rtt_median_us, r.host_rtt_p90_us, r.host_rtt_cpu.thread_us,
+        r.host_rtt_cpu.process_us, (long long)r.rounds, r.release_median_us,
+        r.release_p90_us, r.release_cpu.thread_us, r.release_cpu.process_us,
+        (long long)r.submissions, r.contention_batches, r.contention_repeats,
+        r.contention_rate[0][0], r.contention_rate[0][1],
+        r.contention_rate[0][2], r.contention_rate[1][0],
+        r.contention_rate[1][1], r.contention_rate[1][2]);
   } else {
     printf("hipline timeline benchmarks (%s backend, --cpus %s)\n",
            backend_name, bench_cpus_name(r.cpus));
@@ -519,6 +565,13 @@ int main(int argc, char** argv) {
            r.host_rtt_median_us, r.host_rtt_p90_us, "");
     printf("%-34s %9.2f us %9.2f us %12s\n", "parked submission, host release",
            r.release_median_us, r.release_p90_us, "");
+    printf("%-34s %9.2f us %9.2f us\n", "  CPU per host round trip",
+           r.host_rtt_cpu.thread_us, r.host_rtt_cpu.process_us);
+    printf("%-34s %9.2f us %9.2f us\n", "  CPU per host release",
+           r.release_cpu.thread_us, r.release_cpu.process_us);
+    printf(
+        "(CPU: the waiting thread's, then the whole process's, per round;\n"
+        " host waits spin briefly before they sleep)\n");
     printf("(%lld submissions x %d batches; %lld rounds)\n",
            (long long)r.submissions, r.batches, (long long)r.rounds);
     bench_cpus_print_round_trip(r.core_round_trip_ns);

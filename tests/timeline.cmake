@@ -2,7 +2,7 @@
 # host waits, queues (parking, elision, failure propagation, leaks) and a
 # randomized multi-queue DAG under injected stream delays.
 # _GNU_SOURCE: RUSAGE_THREAD for the CPU-use checks (tests/test_util.h).
-foreach(part semaphore queue stress)
+foreach(part semaphore queue quiet stress)
   hl_add_test(timeline_${part}_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/timeline_${part}_test.c
     LABELS timeline concurrency
@@ -21,7 +21,7 @@ endforeach()
 
 # Conformance: the same executables on the hip test runtime (the real-GPU
 # copies are the requires-gpu registrations above).
-foreach(part semaphore queue stress)
+foreach(part semaphore queue quiet stress)
   hl_add_cts(timeline_${part}_test)
 endforeach()
 # The stress test's delays come from the test runtime on hip.

@@ -105,8 +105,9 @@ static hl_status_t hl_alloca_allocate(void* user) {
 // hipline's suballocator without growing it, it needs no stream, because
 // everything before it on the queue (its frees included) has completed.
 static bool hl_alloca_run_at_once(hl_op_t* base, hl_queue_t* queue,
-                                  hl_status_t* out_status) {
+                                  uint64_t value, hl_status_t* out_status) {
   (void)queue;
+  (void)value;
   (void)out_status;
   hl_alloca_op_t* op = (hl_alloca_op_t*)base;
   hl_root_t* root = op->root;
@@ -348,8 +349,9 @@ static hl_status_t hl_dealloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
 // other queues, are reached, and this queue has nothing in flight), so a
 // suballocation goes back to hipline's pool now, with no stream work.
 static bool hl_dealloca_run_at_once(hl_op_t* base, hl_queue_t* queue,
-                                    hl_status_t* out_status) {
+                                    uint64_t value, hl_status_t* out_status) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
+  op->value = value;  // Its free is stamped with it (on_submit may follow).
   if (!op->frees) return true;  // A barrier: the waits were the point.
   hl_root_t* root = op->root;
   // A root whose alloca failed is the stream path's to cancel; memory from

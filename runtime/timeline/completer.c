@@ -378,7 +378,7 @@ static void hl_queue_release_work(hl_work_t* work) {
 // them; a full sink, or a thread without one, hands pumps to the work
 // thread.
 #define HL_PUMP_SINK_BUDGET 64  // Pumps one drain runs before handing off.
-static _Thread_local hl_pump_sink_t* hl_pump_sink_;
+_Thread_local hl_pump_sink_t* hl_pump_sink_;  // queue_internal.h
 
 bool hl_pump_sink_open(hl_pump_sink_t* sink) {
   if (hl_pump_sink_) return false;

@@ -147,6 +147,7 @@ struct hl_queue_t {
   uint32_t frontier_next_evict;
   hl_status_t failure;
   hl_queue_stats_t stats;
+  uint64_t quiet_submissions;  // Completed by hl_queue_submit_quiet.
 };
 
 static inline void hl_queue_lock(hl_queue_t* queue) {
@@ -201,5 +202,30 @@ hl_status_t hl_queue_start_completer(hl_queue_t* queue);
 void hl_queue_stop_completer(hl_queue_t* queue);
 bool hl_queue_full_locked(const hl_queue_t* queue);
 bool hl_queue_wait_space_locked(hl_queue_t* queue, hl_time_t deadline);
+
+// Records that |id| reached |value| on |queue|'s frontier (submit.c). The
+// queue's lock held.
+void hl_frontier_raise(hl_queue_t* queue, uint64_t id, uint64_t value);
+
+// Whether a submission of |ops| may complete at once by its shape: no ops,
+// or one that can run here (hl_op_vtable_t.run_at_once).
+static inline bool hl_ops_may_complete_at_once(const hl_op_t* ops) {
+  return !ops || (!ops->next && ops->vtable->run_at_once);
+}
+
+// This thread's open pump sink, or NULL (completer.c; see hl_pump_sink_open).
+extern _Thread_local hl_pump_sink_t* hl_pump_sink_;
+
+// The quiet-queue path of hl_queue_submit (submit_quiet.c). Completes the
+// submission on the calling thread, with no submission record, when the
+// queue is quiet (see hl_queue_quiet_locked there) and returns true;
+// returns false, having changed nothing, when the general path must take
+// it, which includes every submission that hl_queue_submit rejects.
+bool hl_queue_submit_quiet(hl_queue_t* queue, const hl_fence_t* wait_fence,
+                           const hl_fence_t* signal_fence, hl_op_t* ops,
+                           uint64_t* out_value);
+
+// Submissions that took the quiet path on |queue| (tests look).
+uint64_t hl_queue_quiet_submissions(hl_queue_t* queue);
 
 #endif  // HIPLINE_RUNTIME_TIMELINE_QUEUE_INTERNAL_H_

@@ -236,6 +236,39 @@ void hl_semaphore_signal_owned_two(hl_semaphore_t* a, uint64_t a_value,
   }
 }
 
+// Wakes the waiters of |s| (owned by a queue whose lock is held) that its
+// new |value| satisfies, if any registered; the caller has stored the value
+// and fenced.
+static inline void hl_semaphore_notify_owned(hl_semaphore_t* s,
+                                             uint64_t value) {
+  if (!atomic_load_explicit(&s->waiter_count, memory_order_relaxed)) return;
+  hl_semaphore_lock(s);
+  hl_semaphore_notify_locked(s, false, value, hl_semaphore_issued_value(s));
+  hl_semaphore_unlock(s);
+}
+
+void hl_semaphore_signal_owned_next(hl_semaphore_t* timeline,
+                                    hl_semaphore_t* done, uint64_t value) {
+  if (timeline->timepoints || done->timepoints ||
+      hl_semaphore_failure(timeline)) {
+    // Rare; not hl_semaphore_signal_owned_two, which stays inlined into its
+    // one caller, the general path's publish.
+    hl_semaphore_signal_owned(timeline, value);
+    hl_semaphore_signal_owned(done, value);
+    return;
+  }
+  // Above every value and issued value of both (the queue assigns them in
+  // order): no comparison needed.
+  atomic_store_explicit(&timeline->issued_value, value, memory_order_release);
+  atomic_store_explicit(&timeline->value, value, memory_order_release);
+  atomic_store_explicit(&done->issued_value, value, memory_order_release);
+  atomic_store_explicit(&done->value, value, memory_order_release);
+  // As in hl_semaphore_signal_owned_two: one full barrier, then the counts.
+  atomic_thread_fence(memory_order_seq_cst);
+  hl_semaphore_notify_owned(timeline, value);
+  hl_semaphore_notify_owned(done, value);
+}
+
 void hl_semaphore_signal_unlocked(hl_semaphore_t* s, uint64_t value) {
   if (!s->queue_owned &&
       !atomic_load_explicit(&s->waiter_count, memory_order_seq_cst) &&

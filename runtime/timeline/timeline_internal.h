@@ -368,6 +368,12 @@ void hl_semaphore_signal_owned(hl_semaphore_t* semaphore, uint64_t value);
 // lock is held) with one full barrier for the two.
 void hl_semaphore_signal_owned_two(hl_semaphore_t* a, uint64_t a_value,
                                    hl_semaphore_t* b, uint64_t b_value);
+// hl_semaphore_signal_owned_two of a queue's |timeline| and |done| to its
+// next |value| (above both values, which only that queue raises, in order),
+// for a queue with nothing in flight (submit_quiet.c): plain stores and
+// one full barrier when no timepoint is attached and nobody waits.
+void hl_semaphore_signal_owned_next(hl_semaphore_t* timeline,
+                                    hl_semaphore_t* done, uint64_t value);
 // The same two, taking the semaphore's lock (no semaphore lock held). A
 // signal of a semaphore nobody waits on and with no timepoint attached takes
 // no lock: it raises the value with a compare-and-swap and then looks at the
@@ -504,13 +510,17 @@ typedef struct hl_op_vtable_t {
   // Optional: runs the op's whole work now, on the submitting thread, if it
   // needs no backend call and nothing that can wait (a suballocator hit,
   // say), and returns true; returns false, changing nothing, otherwise.
-  // Called with the queue's lock held, after |on_submit|, for the one op of
-  // a submission on a quiet queue: nothing in flight or pending, every wait
-  // reached, no fault injection. Everything before it in queue order has
-  // completed, so the op runs as if the stream had reached it, and the
-  // submission completes inside hl_queue_submit with no stream work. A
+  // Called with the queue's lock held for the one op of a submission on a
+  // quiet queue: nothing in flight or pending, every wait reached, no fault
+  // injection. Everything before it in queue order has completed, so the op
+  // runs as if the stream had reached it, and the submission completes
+  // inside hl_queue_submit with no stream work. |value| is the submission's
+  // value on |queue|'s timeline; |on_submit| has run already (the general
+  // path's at-once completion) or runs right after a true return (the quiet
+  // path, submit_quiet.c, which assigns the value only once the op ran). A
   // failure goes in |out_status| (the submission fails with it).
-  bool (*run_at_once)(hl_op_t* op, hl_queue_t* queue, hl_status_t* out_status);
+  bool (*run_at_once)(hl_op_t* op, hl_queue_t* queue, uint64_t value,
+                      hl_status_t* out_status);
 } hl_op_vtable_t;
 struct hl_op_t {
   const hl_op_vtable_t* vtable;

@@ -13,7 +13,8 @@ if(json_error OR NOT (rtt GREATER 0 OR rtt EQUAL -1))
   message(FATAL_ERROR "bad core_round_trip_ns in: ${out} (${json_error})")
 endif()
 foreach(path "submit;median_ns" "pingpong;median_us" "host_rtt;median_us"
-        "release;median_us" "contention;repeats"
+        "host_rtt;waiter_cpu_us" "host_rtt;process_cpu_us"
+        "release;median_us" "release;process_cpu_us" "contention;repeats"
         "contention;shared_device;1" "contention;shared_device;4"
         "contention;device_per_thread;2" "contention;device_per_thread;4")
   string(JSON value ERROR_VARIABLE json_error GET "${out}" ${path})
