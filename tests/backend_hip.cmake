@@ -31,6 +31,7 @@ foreach(variant 6.2 5.2)
   list(GET parts 1 minor)
   add_library(hl_hip_test_runtime_${v} SHARED
     ${CMAKE_CURRENT_SOURCE_DIR}/hip_test_runtime/hip_test_runtime.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/hip_test_runtime/call_counts.c
     ${PROJECT_SOURCE_DIR}/kernels/host/host_kernels.c
     ${PROJECT_SOURCE_DIR}/runtime/base/time.c
     # TSan builds: C11 threads on intercepted pthread calls (see the file).
@@ -118,3 +119,13 @@ add_test(NAME hip_test_runtime_test_blocking COMMAND hip_test_runtime_test)
 set_tests_properties(hip_test_runtime_test_blocking PROPERTIES
   ENVIRONMENT "HL_HIP_TEST_RUNTIME_BLOCKING_REUSE=1" LABELS "backend;hip"
   TIMEOUT 60)
+
+# The test runtime's call counter (HL_HIP_TEST_RUNTIME_CALL_COUNTS): lines,
+# and calls split between the caller's threads and hipline's.
+hl_add_test(hip_test_runtime_call_counts_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/hip_test_runtime/call_counts_test.c
+  LABELS backend hip call-budget)
+target_link_libraries(hip_test_runtime_call_counts_test PRIVATE
+  hl_hip_test_runtime_6_2)
+target_compile_definitions(hip_test_runtime_call_counts_test PRIVATE
+  _GNU_SOURCE)

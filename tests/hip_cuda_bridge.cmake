@@ -6,7 +6,8 @@
 # requires-gpu tests through it.
 set(hl_cuda_bridge_dir ${PROJECT_BINARY_DIR}/hip_cuda_bridge)
 add_library(hl_hip_cuda_bridge SHARED
-  ${CMAKE_CURRENT_SOURCE_DIR}/hip_cuda_bridge/hip_cuda_bridge.c)
+  ${CMAKE_CURRENT_SOURCE_DIR}/hip_cuda_bridge/hip_cuda_bridge.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/hip_test_runtime/call_counts.c)
 target_include_directories(hl_hip_cuda_bridge PRIVATE ${PROJECT_SOURCE_DIR})
 target_compile_options(hl_hip_cuda_bridge PRIVATE -fvisibility=hidden)
 target_link_libraries(hl_hip_cuda_bridge PRIVATE hipline_warnings

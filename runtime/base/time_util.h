@@ -36,8 +36,10 @@ void hl_thread_set_precise_sleep(void);
 int64_t hl_thread_run_delay_ns(void);
 
 // Names the calling thread for debuggers, top and perf (Linux; a no-op
-// elsewhere): hipline's threads are "hl-stream", "hl-work" and
-// "hl-completer".
+// elsewhere): hipline's threads are "hl-stream", "hl-work", "hl-completer"
+// and "hl-destroy". Each names itself first thing, before any backend call:
+// the hip test runtime's call counter tells hipline's threads from the
+// embedder's by the "hl-" prefix.
 void hl_thread_set_name(const char* name);
 
 #endif  // HIPLINE_RUNTIME_BASE_TIME_UTIL_H_

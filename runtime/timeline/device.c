@@ -12,6 +12,7 @@
 #include "runtime/base/env.h"
 #include "runtime/base/faults.h"
 #include "runtime/base/log.h"
+#include "runtime/base/time_util.h"
 #include "runtime/base/trace.h"
 #include "runtime/timeline/timeline_internal.h"
 
@@ -427,6 +428,7 @@ static void hl_device_destroy(hl_device_t* device) {
 // joined at process exit, so a process that drops its last handle and exits
 // at once still tears every device down.
 static int hl_device_destroy_main(void* arg) {
+  hl_thread_set_name("hl-destroy");
   hl_device_destroy((hl_device_t*)arg);
   return 0;
 }

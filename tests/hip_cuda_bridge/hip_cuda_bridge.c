@@ -45,6 +45,7 @@
 #include <time.h>
 
 #include "runtime/backend/hip/hip_types.h"
+#include "tests/hip_test_runtime/call_counts.h"
 
 #define HL_BRIDGE_EXPORT __attribute__((visibility("default")))
 
@@ -54,6 +55,22 @@
   HL_BRIDGE_EXPORT return_type name params;
 #include "runtime/backend/hip/dynamic_symbol_table.h"
 #undef HL_HIP_PFN
+
+// The call counter's entries (HL_HIP_TEST_RUNTIME_CALL_COUNTS, see
+// tests/hip_test_runtime/call_counts.h), in the table's order.
+enum {
+#define HL_HIP_PFN(kind, return_type, name, params) BRIDGE_CALL_##name,
+#include "runtime/backend/hip/dynamic_symbol_table.h"
+#undef HL_HIP_PFN
+  BRIDGE_CALL_COUNT
+};
+const char* const hl_call_counts_names[] = {
+#define HL_HIP_PFN(kind, return_type, name, params) #name,
+#include "runtime/backend/hip/dynamic_symbol_table.h"
+#undef HL_HIP_PFN
+};
+const size_t hl_call_counts_name_count = BRIDGE_CALL_COUNT;
+#define BRIDGE_COUNT(name) hl_call_counts_add(BRIDGE_CALL_##name)
 
 //===----------------------------------------------------------------------===//
 // The driver API, as much as the bridge uses (cuda.h, CUDA 12 and 13)
@@ -344,12 +361,14 @@ static bridge_timer_t bridge_timer_begin(const char* name) {
 //===----------------------------------------------------------------------===//
 
 HL_BRIDGE_EXPORT hipError_t hipInit(unsigned int flags) {
+  BRIDGE_COUNT(hipInit);
   if (flags != 0) return hipErrorInvalidValue;
   BRIDGE_ENTER("hipInit");
   return hipSuccess;
 }
 
 HL_BRIDGE_EXPORT const char* hipGetErrorName(hipError_t error) {
+  BRIDGE_COUNT(hipGetErrorName);
   switch (error) {
     case 0:
       return "hipSuccess";
@@ -398,12 +417,14 @@ HL_BRIDGE_EXPORT const char* hipGetErrorName(hipError_t error) {
 
 // The bridge presents ROCm 6.2's symbol set.
 HL_BRIDGE_EXPORT hipError_t hipRuntimeGetVersion(int* version) {
+  BRIDGE_COUNT(hipRuntimeGetVersion);
   if (!version) return hipErrorInvalidValue;
   *version = 60200000;
   return hipSuccess;
 }
 
 HL_BRIDGE_EXPORT hipError_t hipGetDeviceCount(int* count) {
+  BRIDGE_COUNT(hipGetDeviceCount);
   if (!count) return hipErrorInvalidValue;
   *count = 0;
   BRIDGE_ENTER("hipGetDeviceCount");
@@ -416,6 +437,7 @@ static bool bridge_device_valid(int device) {
 }
 
 HL_BRIDGE_EXPORT hipError_t hipSetDevice(int device) {
+  BRIDGE_COUNT(hipSetDevice);
   BRIDGE_ENTER("hipSetDevice");
   if (!bridge_device_valid(device)) return hipErrorInvalidDevice;
   tl_device = device;
@@ -423,6 +445,7 @@ HL_BRIDGE_EXPORT hipError_t hipSetDevice(int device) {
 }
 
 HL_BRIDGE_EXPORT hipError_t hipGetDevice(int* device) {
+  BRIDGE_COUNT(hipGetDevice);
   if (!device) return hipErrorInvalidValue;
   BRIDGE_ENTER("hipGetDevice");
   *device = tl_device;
@@ -431,12 +454,14 @@ HL_BRIDGE_EXPORT hipError_t hipGetDevice(int* device) {
 
 HL_BRIDGE_EXPORT hipError_t hipDeviceGetName(char* name, int length,
                                              int device) {
+  BRIDGE_COUNT(hipDeviceGetName);
   BRIDGE_ENTER("hipDeviceGetName");
   if (!bridge_device_valid(device)) return hipErrorInvalidDevice;
   return bridge.cuDeviceGetName(name, length, device);
 }
 
 HL_BRIDGE_EXPORT hipError_t hipDeviceTotalMem(size_t* bytes, int device) {
+  BRIDGE_COUNT(hipDeviceTotalMem);
   BRIDGE_ENTER("hipDeviceTotalMem");
   if (!bridge_device_valid(device)) return hipErrorInvalidDevice;
   return bridge.cuDeviceTotalMem_v2(bytes, device);
@@ -444,6 +469,7 @@ HL_BRIDGE_EXPORT hipError_t hipDeviceTotalMem(size_t* bytes, int device) {
 
 HL_BRIDGE_EXPORT hipError_t hipDeviceGetAttribute(int* value, int attribute,
                                                   int device) {
+  BRIDGE_COUNT(hipDeviceGetAttribute);
   BRIDGE_ENTER("hipDeviceGetAttribute");
   if (!value) return hipErrorInvalidValue;
   if (!bridge_device_valid(device)) return hipErrorInvalidDevice;
@@ -470,11 +496,13 @@ HL_BRIDGE_EXPORT hipError_t hipDeviceGetAttribute(int* value, int attribute,
 }
 
 HL_BRIDGE_EXPORT hipError_t hipDeviceSynchronize(void) {
+  BRIDGE_COUNT(hipDeviceSynchronize);
   BRIDGE_ENTER("hipDeviceSynchronize");
   return bridge.cuCtxSynchronize();
 }
 
 HL_BRIDGE_EXPORT hipError_t hipGetDeviceProperties(void* props, int device) {
+  BRIDGE_COUNT(hipGetDeviceProperties);
   BRIDGE_ENTER("hipGetDeviceProperties");
   if (!props) return hipErrorInvalidValue;
   if (!bridge_device_valid(device)) return hipErrorInvalidDevice;
@@ -515,6 +543,7 @@ HL_BRIDGE_EXPORT hipError_t hipGetDeviceProperties(void* props, int device) {
 
 HL_BRIDGE_EXPORT hipError_t hipGetDevicePropertiesR0000(void* props,
                                                         int device) {
+  BRIDGE_COUNT(hipGetDevicePropertiesR0000);
   return hipGetDeviceProperties(props, device);
 }
 
@@ -524,22 +553,26 @@ HL_BRIDGE_EXPORT hipError_t hipGetDevicePropertiesR0000(void* props,
 
 HL_BRIDGE_EXPORT hipError_t hipStreamCreateWithFlags(hipStream_t* stream,
                                                      unsigned int flags) {
+  BRIDGE_COUNT(hipStreamCreateWithFlags);
   BRIDGE_ENTER("hipStreamCreateWithFlags");
   if (!stream) return hipErrorInvalidValue;
   return bridge.cuStreamCreate((CUstream*)stream, flags);
 }
 
 HL_BRIDGE_EXPORT hipError_t hipStreamDestroy(hipStream_t stream) {
+  BRIDGE_COUNT(hipStreamDestroy);
   BRIDGE_ENTER("hipStreamDestroy");
   return bridge.cuStreamDestroy_v2((CUstream)stream);
 }
 
 HL_BRIDGE_EXPORT hipError_t hipStreamSynchronize(hipStream_t stream) {
+  BRIDGE_COUNT(hipStreamSynchronize);
   BRIDGE_ENTER("hipStreamSynchronize");
   return bridge.cuStreamSynchronize((CUstream)stream);
 }
 
 HL_BRIDGE_EXPORT hipError_t hipStreamQuery(hipStream_t stream) {
+  BRIDGE_COUNT(hipStreamQuery);
   BRIDGE_ENTER("hipStreamQuery");
   return bridge.cuStreamQuery((CUstream)stream);
 }
@@ -547,6 +580,7 @@ HL_BRIDGE_EXPORT hipError_t hipStreamQuery(hipStream_t stream) {
 HL_BRIDGE_EXPORT hipError_t hipStreamWaitEvent(hipStream_t stream,
                                                hipEvent_t event,
                                                unsigned int flags) {
+  BRIDGE_COUNT(hipStreamWaitEvent);
   BRIDGE_ENTER("hipStreamWaitEvent");
   return bridge.cuStreamWaitEvent((CUstream)stream, (CUevent)event, flags);
 }
@@ -563,6 +597,9 @@ typedef struct {
 static void bridge_host_fn_trampoline(void* data) {
   bridge_host_call_t call = *(bridge_host_call_t*)data;
   free(data);
+  // The driver's callback thread runs hipline's host functions: its calls
+  // (none are allowed) would count as the runtime's.
+  hl_call_counts_mark_runtime_thread();
   tl_host_fn = call.fn ? "hipLaunchHostFunc" : "hipStreamAddCallback";
   if (call.fn) {
     call.fn(call.user);
@@ -584,6 +621,7 @@ static hipError_t bridge_launch_host_call(bridge_host_call_t call) {
 
 HL_BRIDGE_EXPORT hipError_t hipLaunchHostFunc(hipStream_t stream,
                                               hipHostFn_t fn, void* user_data) {
+  BRIDGE_COUNT(hipLaunchHostFunc);
   BRIDGE_ENTER("hipLaunchHostFunc");
   if (!fn) return hipErrorInvalidValue;
   return bridge_launch_host_call(
@@ -594,6 +632,7 @@ HL_BRIDGE_EXPORT hipError_t hipStreamAddCallback(hipStream_t stream,
                                                  hipStreamCallback_t callback,
                                                  void* user_data,
                                                  unsigned int flags) {
+  BRIDGE_COUNT(hipStreamAddCallback);
   BRIDGE_ENTER("hipStreamAddCallback");
   if (!callback || flags != 0) return hipErrorInvalidValue;
   return bridge_launch_host_call((bridge_host_call_t){
@@ -606,6 +645,7 @@ HL_BRIDGE_EXPORT hipError_t hipStreamAddCallback(hipStream_t stream,
 
 HL_BRIDGE_EXPORT hipError_t hipEventCreateWithFlags(hipEvent_t* event,
                                                     unsigned int flags) {
+  BRIDGE_COUNT(hipEventCreateWithFlags);
   BRIDGE_ENTER("hipEventCreateWithFlags");
   if (!event) return hipErrorInvalidValue;
   // Default, blocking sync and disable timing share their values.
@@ -613,28 +653,33 @@ HL_BRIDGE_EXPORT hipError_t hipEventCreateWithFlags(hipEvent_t* event,
 }
 
 HL_BRIDGE_EXPORT hipError_t hipEventDestroy(hipEvent_t event) {
+  BRIDGE_COUNT(hipEventDestroy);
   BRIDGE_ENTER("hipEventDestroy");
   return bridge.cuEventDestroy_v2((CUevent)event);
 }
 
 HL_BRIDGE_EXPORT hipError_t hipEventRecord(hipEvent_t event,
                                            hipStream_t stream) {
+  BRIDGE_COUNT(hipEventRecord);
   BRIDGE_ENTER("hipEventRecord");
   return bridge.cuEventRecord((CUevent)event, (CUstream)stream);
 }
 
 HL_BRIDGE_EXPORT hipError_t hipEventQuery(hipEvent_t event) {
+  BRIDGE_COUNT(hipEventQuery);
   BRIDGE_ENTER("hipEventQuery");
   return bridge.cuEventQuery((CUevent)event);
 }
 
 HL_BRIDGE_EXPORT hipError_t hipEventSynchronize(hipEvent_t event) {
+  BRIDGE_COUNT(hipEventSynchronize);
   BRIDGE_ENTER("hipEventSynchronize");
   return bridge.cuEventSynchronize((CUevent)event);
 }
 
 HL_BRIDGE_EXPORT hipError_t hipEventElapsedTime(float* ms, hipEvent_t start,
                                                 hipEvent_t stop) {
+  BRIDGE_COUNT(hipEventElapsedTime);
   BRIDGE_ENTER("hipEventElapsedTime");
   return bridge.cuEventElapsedTime(ms, (CUevent)start, (CUevent)stop);
 }
@@ -646,6 +691,7 @@ HL_BRIDGE_EXPORT hipError_t hipEventElapsedTime(float* ms, hipEvent_t start,
 HL_BRIDGE_EXPORT hipError_t hipMemcpyAsync(void* dst, const void* src,
                                            size_t size, int kind,
                                            hipStream_t stream) {
+  BRIDGE_COUNT(hipMemcpyAsync);
   BRIDGE_ENTER("hipMemcpyAsync");
   // Unified addressing infers the direction, as hipMemcpyDefault does; the
   // hip backend passes nothing else.
@@ -658,6 +704,7 @@ HL_BRIDGE_EXPORT hipError_t hipMemcpyAsync(void* dst, const void* src,
 HL_BRIDGE_EXPORT hipError_t hipMemsetD32Async(hipDeviceptr_t dst, int value,
                                               size_t count,
                                               hipStream_t stream) {
+  BRIDGE_COUNT(hipMemsetD32Async);
   BRIDGE_ENTER("hipMemsetD32Async");
   return bridge.cuMemsetD32Async((CUdeviceptr)(uintptr_t)dst,
                                  (unsigned int)value, count, (CUstream)stream);
@@ -665,12 +712,14 @@ HL_BRIDGE_EXPORT hipError_t hipMemsetD32Async(hipDeviceptr_t dst, int value,
 
 HL_BRIDGE_EXPORT hipError_t hipHostMalloc(void** ptr, size_t size,
                                           unsigned int flags) {
+  BRIDGE_COUNT(hipHostMalloc);
   BRIDGE_ENTER("hipHostMalloc");
   if (!ptr || flags != 0) return hipErrorInvalidValue;
   return bridge.cuMemHostAlloc(ptr, size, 0);
 }
 
 HL_BRIDGE_EXPORT hipError_t hipHostFree(void* ptr) {
+  BRIDGE_COUNT(hipHostFree);
   BRIDGE_ENTER("hipHostFree");
   return bridge.cuMemFreeHost(ptr);
 }
@@ -681,6 +730,7 @@ HL_BRIDGE_EXPORT hipError_t hipHostFree(void* ptr) {
 
 HL_BRIDGE_EXPORT hipError_t hipMallocAsync(void** ptr, size_t size,
                                            hipStream_t stream) {
+  BRIDGE_COUNT(hipMallocAsync);
   BRIDGE_ENTER("hipMallocAsync");
   if (!ptr) return hipErrorInvalidValue;
   CUdeviceptr dptr = 0;
@@ -690,12 +740,14 @@ HL_BRIDGE_EXPORT hipError_t hipMallocAsync(void** ptr, size_t size,
 }
 
 HL_BRIDGE_EXPORT hipError_t hipFreeAsync(void* ptr, hipStream_t stream) {
+  BRIDGE_COUNT(hipFreeAsync);
   BRIDGE_ENTER("hipFreeAsync");
   return bridge.cuMemFreeAsync((CUdeviceptr)(uintptr_t)ptr, (CUstream)stream);
 }
 
 HL_BRIDGE_EXPORT hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t* pool,
                                                        int device) {
+  BRIDGE_COUNT(hipDeviceGetDefaultMemPool);
   BRIDGE_ENTER("hipDeviceGetDefaultMemPool");
   if (!pool) return hipErrorInvalidValue;
   if (!bridge_device_valid(device)) return hipErrorInvalidDevice;
@@ -704,6 +756,7 @@ HL_BRIDGE_EXPORT hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t* pool,
 
 HL_BRIDGE_EXPORT hipError_t hipMemPoolCreate(hipMemPool_t* pool,
                                              const hipMemPoolProps* props) {
+  BRIDGE_COUNT(hipMemPoolCreate);
   BRIDGE_ENTER("hipMemPoolCreate");
   if (!pool || !props) return hipErrorInvalidValue;
   hl_cu_mem_pool_props_t cu_props;
@@ -716,6 +769,7 @@ HL_BRIDGE_EXPORT hipError_t hipMemPoolCreate(hipMemPool_t* pool,
 }
 
 HL_BRIDGE_EXPORT hipError_t hipMemPoolDestroy(hipMemPool_t pool) {
+  BRIDGE_COUNT(hipMemPoolDestroy);
   BRIDGE_ENTER("hipMemPoolDestroy");
   return bridge.cuMemPoolDestroy((CUmemoryPool)pool);
 }
@@ -723,6 +777,7 @@ HL_BRIDGE_EXPORT hipError_t hipMemPoolDestroy(hipMemPool_t pool) {
 HL_BRIDGE_EXPORT hipError_t hipMallocFromPoolAsync(void** ptr, size_t size,
                                                    hipMemPool_t pool,
                                                    hipStream_t stream) {
+  BRIDGE_COUNT(hipMallocFromPoolAsync);
   BRIDGE_ENTER("hipMallocFromPoolAsync");
   if (!ptr) return hipErrorInvalidValue;
   CUdeviceptr dptr = 0;
@@ -736,6 +791,7 @@ HL_BRIDGE_EXPORT hipError_t hipMallocFromPoolAsync(void** ptr, size_t size,
 HL_BRIDGE_EXPORT hipError_t hipMemPoolSetAttribute(hipMemPool_t pool,
                                                    hipMemPoolAttr attr,
                                                    void* value) {
+  BRIDGE_COUNT(hipMemPoolSetAttribute);
   BRIDGE_ENTER("hipMemPoolSetAttribute");
   return bridge.cuMemPoolSetAttribute((CUmemoryPool)pool, (int)attr, value);
 }
@@ -743,12 +799,14 @@ HL_BRIDGE_EXPORT hipError_t hipMemPoolSetAttribute(hipMemPool_t pool,
 HL_BRIDGE_EXPORT hipError_t hipMemPoolGetAttribute(hipMemPool_t pool,
                                                    hipMemPoolAttr attr,
                                                    void* value) {
+  BRIDGE_COUNT(hipMemPoolGetAttribute);
   BRIDGE_ENTER("hipMemPoolGetAttribute");
   return bridge.cuMemPoolGetAttribute((CUmemoryPool)pool, (int)attr, value);
 }
 
 HL_BRIDGE_EXPORT hipError_t hipMemPoolTrimTo(hipMemPool_t pool,
                                              size_t min_bytes_to_hold) {
+  BRIDGE_COUNT(hipMemPoolTrimTo);
   BRIDGE_ENTER("hipMemPoolTrimTo");
   return bridge.cuMemPoolTrimTo((CUmemoryPool)pool, min_bytes_to_hold);
 }
@@ -775,6 +833,7 @@ static bool bridge_is_amdgpu_image(const void* image) {
 
 HL_BRIDGE_EXPORT hipError_t hipModuleLoadData(hipModule_t* module,
                                               const void* image) {
+  BRIDGE_COUNT(hipModuleLoadData);
   BRIDGE_ENTER("hipModuleLoadData");
   if (!module || !image) return hipErrorInvalidValue;
   if (!bridge_is_amdgpu_image(image)) {
@@ -791,6 +850,7 @@ HL_BRIDGE_EXPORT hipError_t hipModuleLoadData(hipModule_t* module,
 }
 
 HL_BRIDGE_EXPORT hipError_t hipModuleUnload(hipModule_t module) {
+  BRIDGE_COUNT(hipModuleUnload);
   BRIDGE_ENTER("hipModuleUnload");
   return bridge.cuModuleUnload((CUmodule)module);
 }
@@ -798,6 +858,7 @@ HL_BRIDGE_EXPORT hipError_t hipModuleUnload(hipModule_t module) {
 HL_BRIDGE_EXPORT hipError_t hipModuleGetFunction(hipFunction_t* function,
                                                  hipModule_t module,
                                                  const char* name) {
+  BRIDGE_COUNT(hipModuleGetFunction);
   BRIDGE_ENTER("hipModuleGetFunction");
   return bridge.cuModuleGetFunction((CUfunction*)function, (CUmodule)module,
                                     name);
@@ -808,6 +869,7 @@ HL_BRIDGE_EXPORT hipError_t hipModuleLaunchKernel(
     unsigned int grid_z, unsigned int block_x, unsigned int block_y,
     unsigned int block_z, unsigned int shared_bytes, hipStream_t stream,
     void** kernel_params, void** extra) {
+  BRIDGE_COUNT(hipModuleLaunchKernel);
   BRIDGE_ENTER("hipModuleLaunchKernel");
   // Rewrite HIP's |extra| terminator into CUDA's.
   void* cu_extra[8];

@@ -63,6 +63,7 @@
 
 #include "kernels/host/host_kernels.h"
 #include "runtime/backend/hip/hip_types.h"
+#include "tests/hip_test_runtime/call_counts.h"
 
 #define TRT_EXPORT __attribute__((visibility("default")))
 
@@ -76,6 +77,29 @@ TRT_EXPORT hipError_t hipHostRegister(void* ptr, size_t size,
                                       unsigned int flags);
 TRT_EXPORT hipError_t hipHostUnregister(void* ptr);
 TRT_EXPORT void hlTestRuntimeGetCounters(hl_trt_counters_t* out);
+
+// The call counter's entries (tests/hip_test_runtime/call_counts.h): every
+// entry of the table, then those the table does not name.
+#define TRT_EXTRA_ENTRIES(X) X(hipHostRegister) X(hipHostUnregister)
+enum {
+#define HL_HIP_PFN(kind, return_type, name, params) TRT_CALL_##name,
+#include "runtime/backend/hip/dynamic_symbol_table.h"
+#undef HL_HIP_PFN
+#define TRT_ENTRY_ENUM(name) TRT_CALL_##name,
+  TRT_EXTRA_ENTRIES(TRT_ENTRY_ENUM)
+#undef TRT_ENTRY_ENUM
+      TRT_CALL_COUNT
+};
+const char* const hl_call_counts_names[] = {
+#define HL_HIP_PFN(kind, return_type, name, params) #name,
+#include "runtime/backend/hip/dynamic_symbol_table.h"
+#undef HL_HIP_PFN
+#define TRT_ENTRY_NAME(name) #name,
+    TRT_EXTRA_ENTRIES(TRT_ENTRY_NAME)
+#undef TRT_ENTRY_NAME
+};
+const size_t hl_call_counts_name_count = TRT_CALL_COUNT;
+#define TRT_COUNT(name) hl_call_counts_add(TRT_CALL_##name)
 
 #ifndef HL_TRT_ROCM_MAJOR
 #define HL_TRT_ROCM_MAJOR 6
@@ -337,6 +361,7 @@ static bool trt_event_valid(hipEvent_t event) {
 
 static int trt_callback_main(void* arg) {
   (void)arg;
+  hl_call_counts_mark_runtime_thread();
   mtx_lock(&trt.mutex);
   for (;;) {
     while (!trt.jobs_head) cnd_wait(&trt.cond, &trt.mutex);
@@ -411,6 +436,7 @@ static void trt_execute(trt_op_t* op) {
 
 static int trt_stream_main(void* arg) {
   hipStream_t stream = arg;
+  hl_call_counts_mark_runtime_thread();
   mtx_lock(&trt.mutex);
   for (;;) {
     while (!stream->head && !stream->exiting) {
@@ -477,11 +503,13 @@ static void trt_stream_drain_locked(hipStream_t stream) {
 //===----------------------------------------------------------------------===//
 
 hipError_t hipInit(unsigned int flags) {
+  TRT_COUNT(hipInit);
   trt_init();
   return flags == 0 ? hipSuccess : hipErrorInvalidValue;
 }
 
 const char* hipGetErrorName(hipError_t error) {
+  TRT_COUNT(hipGetErrorName);
   switch (error) {
     case hipSuccess:
       return "hipSuccess";
@@ -505,6 +533,7 @@ const char* hipGetErrorName(hipError_t error) {
 }
 
 hipError_t hipRuntimeGetVersion(int* version) {
+  TRT_COUNT(hipRuntimeGetVersion);
   trt_init();
   if (!version) return hipErrorInvalidValue;
   *version = trt.version;
@@ -512,6 +541,7 @@ hipError_t hipRuntimeGetVersion(int* version) {
 }
 
 hipError_t hipGetDeviceCount(int* count) {
+  TRT_COUNT(hipGetDeviceCount);
   trt_init();
   if (!count) return hipErrorInvalidValue;
   *count = trt.device_count;
@@ -524,12 +554,14 @@ static bool trt_device_valid(int device) {
 }
 
 hipError_t hipSetDevice(int device) {
+  TRT_COUNT(hipSetDevice);
   if (!trt_device_valid(device)) return hipErrorInvalidDevice;
   trt_current_device = device;
   return hipSuccess;
 }
 
 hipError_t hipGetDevice(int* device) {
+  TRT_COUNT(hipGetDevice);
   trt_init();
   if (!device) return hipErrorInvalidValue;
   *device = trt_current_device;
@@ -537,6 +569,7 @@ hipError_t hipGetDevice(int* device) {
 }
 
 hipError_t hipDeviceGetName(char* name, int length, int device) {
+  TRT_COUNT(hipDeviceGetName);
   if (!trt_device_valid(device)) return hipErrorInvalidDevice;
   if (!name || length <= 0) return hipErrorInvalidValue;
   snprintf(name, (size_t)length, "hipline test HIP device %d", device);
@@ -544,12 +577,14 @@ hipError_t hipDeviceGetName(char* name, int length, int device) {
 }
 
 hipError_t hipDeviceTotalMem(size_t* bytes, int device) {
+  TRT_COUNT(hipDeviceTotalMem);
   if (!trt_device_valid(device)) return hipErrorInvalidDevice;
   *bytes = (size_t)trt.memory_bytes;
   return hipSuccess;
 }
 
 hipError_t hipDeviceGetAttribute(int* value, int attribute, int device) {
+  TRT_COUNT(hipDeviceGetAttribute);
   if (!trt_device_valid(device)) return hipErrorInvalidDevice;
   switch (attribute) {
     case HL_HIP_ATTR_MULTIPROCESSOR_COUNT:
@@ -568,6 +603,7 @@ hipError_t hipDeviceGetAttribute(int* value, int attribute, int device) {
 
 // Fills the original layout at the offsets the backend declares.
 hipError_t hipGetDeviceProperties(void* props, int device) {
+  TRT_COUNT(hipGetDeviceProperties);
   if (!trt_device_valid(device)) return hipErrorInvalidDevice;
   hl_hip_device_prop_r0000_t* p = props;
   memset(p, 0, sizeof(*p));
@@ -581,6 +617,7 @@ hipError_t hipGetDeviceProperties(void* props, int device) {
 
 #if HL_TRT_ROCM_MAJOR >= 6
 hipError_t hipGetDevicePropertiesR0000(void* props, int device) {
+  TRT_COUNT(hipGetDevicePropertiesR0000);
   return hipGetDeviceProperties(props, device);
 }
 #endif
@@ -676,6 +713,7 @@ static bool trt_is_async_memory_locked(const void* ptr, size_t size) {
 }
 
 hipError_t hipMemPoolCreate(hipMemPool_t* pool, const hipMemPoolProps* props) {
+  TRT_COUNT(hipMemPoolCreate);
   trt_init();
   if (!pool || !props ||
       props->alloc_type != HL_HIP_MEM_ALLOCATION_TYPE_PINNED ||
@@ -693,6 +731,7 @@ hipError_t hipMemPoolCreate(hipMemPool_t* pool, const hipMemPoolProps* props) {
 }
 
 hipError_t hipMemPoolDestroy(hipMemPool_t pool) {
+  TRT_COUNT(hipMemPoolDestroy);
   if (!pool || pool->magic != TRT_POOL_MAGIC) return hipErrorInvalidValue;
   mtx_lock(&trt.mutex);
   if (pool->busy_bytes) {
@@ -719,6 +758,7 @@ hipError_t hipMemPoolDestroy(hipMemPool_t pool) {
 }
 
 hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t* pool, int device) {
+  TRT_COUNT(hipDeviceGetDefaultMemPool);
   if (!trt_device_valid(device)) return hipErrorInvalidDevice;
   *pool = &trt.default_pools[device];
   return hipSuccess;
@@ -726,6 +766,7 @@ hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t* pool, int device) {
 
 hipError_t hipMallocFromPoolAsync(void** ptr, size_t size, hipMemPool_t pool,
                                   hipStream_t stream) {
+  TRT_COUNT(hipMallocFromPoolAsync);
   trt_init();
   if (!ptr || !pool || pool->magic != TRT_POOL_MAGIC ||
       !trt_stream_valid(stream)) {
@@ -798,12 +839,14 @@ hipError_t hipMallocFromPoolAsync(void** ptr, size_t size, hipMemPool_t pool,
 }
 
 hipError_t hipMallocAsync(void** ptr, size_t size, hipStream_t stream) {
+  TRT_COUNT(hipMallocAsync);
   if (!trt_stream_valid(stream)) return hipErrorInvalidValue;
   return hipMallocFromPoolAsync(ptr, size, &trt.default_pools[stream->device],
                                 stream);
 }
 
 hipError_t hipFreeAsync(void* ptr, hipStream_t stream) {
+  TRT_COUNT(hipFreeAsync);
   if (!trt_stream_valid(stream)) return hipErrorInvalidValue;
   if (!ptr) return hipSuccess;
   mtx_lock(&trt.mutex);
@@ -830,6 +873,7 @@ hipError_t hipFreeAsync(void* ptr, hipStream_t stream) {
 
 hipError_t hipMemPoolSetAttribute(hipMemPool_t pool, hipMemPoolAttr attr,
                                   void* value) {
+  TRT_COUNT(hipMemPoolSetAttribute);
   if (!pool || pool->magic != TRT_POOL_MAGIC || !value) {
     return hipErrorInvalidValue;
   }
@@ -853,6 +897,7 @@ hipError_t hipMemPoolSetAttribute(hipMemPool_t pool, hipMemPoolAttr attr,
 
 hipError_t hipMemPoolGetAttribute(hipMemPool_t pool, hipMemPoolAttr attr,
                                   void* value) {
+  TRT_COUNT(hipMemPoolGetAttribute);
   if (!pool || pool->magic != TRT_POOL_MAGIC || !value) {
     return hipErrorInvalidValue;
   }
@@ -887,6 +932,7 @@ hipError_t hipMemPoolGetAttribute(hipMemPool_t pool, hipMemPoolAttr attr,
 }
 
 hipError_t hipMemPoolTrimTo(hipMemPool_t pool, size_t min_bytes_to_hold) {
+  TRT_COUNT(hipMemPoolTrimTo);
   if (!pool || pool->magic != TRT_POOL_MAGIC) return hipErrorInvalidValue;
   mtx_lock(&trt.mutex);
   trt_pool_release_locked(pool, min_bytes_to_hold);
@@ -929,6 +975,7 @@ static hipError_t trt_pinned_remove(void* ptr, bool owned) {
 }
 
 hipError_t hipHostMalloc(void** ptr, size_t size, unsigned int flags) {
+  TRT_COUNT(hipHostMalloc);
   trt_init();
   (void)flags;
   if (!ptr) return hipErrorInvalidValue;
@@ -946,6 +993,7 @@ hipError_t hipHostMalloc(void** ptr, size_t size, unsigned int flags) {
 }
 
 hipError_t hipHostFree(void* ptr) {
+  TRT_COUNT(hipHostFree);
   if (!ptr) return hipSuccess;
   hipError_t error = trt_pinned_remove(ptr, true);
   if (error == hipSuccess) free(ptr);
@@ -953,6 +1001,7 @@ hipError_t hipHostFree(void* ptr) {
 }
 
 hipError_t hipHostRegister(void* ptr, size_t size, unsigned int flags) {
+  TRT_COUNT(hipHostRegister);
   trt_init();
   (void)flags;
   if (!ptr || size == 0) return hipErrorInvalidValue;
@@ -960,6 +1009,7 @@ hipError_t hipHostRegister(void* ptr, size_t size, unsigned int flags) {
 }
 
 hipError_t hipHostUnregister(void* ptr) {
+  TRT_COUNT(hipHostUnregister);
   return trt_pinned_remove(ptr, false);
 }
 
@@ -968,6 +1018,7 @@ hipError_t hipHostUnregister(void* ptr) {
 //===----------------------------------------------------------------------===//
 
 hipError_t hipStreamCreateWithFlags(hipStream_t* out, unsigned int flags) {
+  TRT_COUNT(hipStreamCreateWithFlags);
   trt_init();
   if (!out || (flags & ~HL_HIP_STREAM_NON_BLOCKING)) {
     return hipErrorInvalidValue;
@@ -993,6 +1044,7 @@ hipError_t hipStreamCreateWithFlags(hipStream_t* out, unsigned int flags) {
 }
 
 hipError_t hipStreamDestroy(hipStream_t stream) {
+  TRT_COUNT(hipStreamDestroy);
   if (!trt_stream_valid(stream)) return hipErrorInvalidHandle;
   mtx_lock(&trt.mutex);
   trt_stream_drain_locked(stream);
@@ -1017,6 +1069,7 @@ hipError_t hipStreamDestroy(hipStream_t stream) {
 }
 
 hipError_t hipStreamSynchronize(hipStream_t stream) {
+  TRT_COUNT(hipStreamSynchronize);
   if (!trt_stream_valid(stream)) return hipErrorInvalidHandle;
   mtx_lock(&trt.mutex);
   trt_stream_drain_locked(stream);
@@ -1027,6 +1080,7 @@ hipError_t hipStreamSynchronize(hipStream_t stream) {
 
 // hipSuccess once everything enqueued on |stream| has completed.
 hipError_t hipStreamQuery(hipStream_t stream) {
+  TRT_COUNT(hipStreamQuery);
   if (!trt_stream_valid(stream)) return hipErrorInvalidHandle;
   mtx_lock(&trt.mutex);
   bool idle = stream->completed >= stream->enqueued;
@@ -1035,6 +1089,7 @@ hipError_t hipStreamQuery(hipStream_t stream) {
 }
 
 hipError_t hipDeviceSynchronize(void) {
+  TRT_COUNT(hipDeviceSynchronize);
   trt_init();
   int device = trt_current_device;
   mtx_lock(&trt.mutex);
@@ -1050,6 +1105,7 @@ hipError_t hipDeviceSynchronize(void) {
 
 hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event,
                               unsigned int flags) {
+  TRT_COUNT(hipStreamWaitEvent);
   if (!trt_stream_valid(stream) || !trt_event_valid(event) || flags) {
     return hipErrorInvalidValue;
   }
@@ -1082,6 +1138,7 @@ static hipError_t trt_add_host_op(hipStream_t stream, hipHostFn_t fn,
 #if HL_TRT_ROCM_MAJOR > 5 || (HL_TRT_ROCM_MAJOR == 5 && HL_TRT_ROCM_MINOR >= 4)
 hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn,
                              void* user_data) {
+  TRT_COUNT(hipLaunchHostFunc);
   if (!fn) return hipErrorInvalidValue;
   return trt_add_host_op(stream, fn, NULL, user_data);
 }
@@ -1090,6 +1147,7 @@ hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn,
 hipError_t hipStreamAddCallback(hipStream_t stream,
                                 hipStreamCallback_t callback, void* user_data,
                                 unsigned int flags) {
+  TRT_COUNT(hipStreamAddCallback);
   if (flags || !callback) return hipErrorInvalidValue;
   return trt_add_host_op(stream, NULL, callback, user_data);
 }
@@ -1099,6 +1157,7 @@ hipError_t hipStreamAddCallback(hipStream_t stream,
 //===----------------------------------------------------------------------===//
 
 hipError_t hipEventCreateWithFlags(hipEvent_t* out, unsigned int flags) {
+  TRT_COUNT(hipEventCreateWithFlags);
   trt_init();
   if (!out ||
       (flags & ~(HL_HIP_EVENT_BLOCKING_SYNC | HL_HIP_EVENT_DISABLE_TIMING))) {
@@ -1121,6 +1180,7 @@ hipError_t hipEventCreateWithFlags(hipEvent_t* out, unsigned int flags) {
 }
 
 hipError_t hipEventDestroy(hipEvent_t event) {
+  TRT_COUNT(hipEventDestroy);
   if (!trt_event_valid(event)) return hipErrorInvalidHandle;
   mtx_lock(&trt.mutex);
   trt_token_release_locked(event->token);
@@ -1132,6 +1192,7 @@ hipError_t hipEventDestroy(hipEvent_t event) {
 }
 
 hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
+  TRT_COUNT(hipEventRecord);
   if (!trt_event_valid(event)) return hipErrorInvalidHandle;
   if (!trt_stream_valid(stream)) return hipErrorInvalidValue;
   // hip_event.cpp: an event records only on a stream of its own device.
@@ -1149,6 +1210,7 @@ hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
 }
 
 hipError_t hipEventQuery(hipEvent_t event) {
+  TRT_COUNT(hipEventQuery);
   if (!trt_event_valid(event)) return hipErrorInvalidHandle;
   mtx_lock(&trt.mutex);
   bool done = !event->token || event->token->done;
@@ -1157,6 +1219,7 @@ hipError_t hipEventQuery(hipEvent_t event) {
 }
 
 hipError_t hipEventSynchronize(hipEvent_t event) {
+  TRT_COUNT(hipEventSynchronize);
   if (!trt_event_valid(event)) return hipErrorInvalidHandle;
   mtx_lock(&trt.mutex);
   trt.counters.event_synchronizes++;
@@ -1168,6 +1231,7 @@ hipError_t hipEventSynchronize(hipEvent_t event) {
 }
 
 hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop) {
+  TRT_COUNT(hipEventElapsedTime);
   if (!ms) return hipErrorInvalidValue;
   if (!trt_event_valid(start) || !trt_event_valid(stop)) {
     return hipErrorInvalidHandle;
@@ -1194,6 +1258,7 @@ hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop) {
 
 hipError_t hipMemcpyAsync(void* dst, const void* src, size_t size, int kind,
                           hipStream_t stream) {
+  TRT_COUNT(hipMemcpyAsync);
   if (kind != HL_HIP_MEMCPY_DEFAULT || !trt_stream_valid(stream)) {
     return hipErrorInvalidValue;
   }
@@ -1224,6 +1289,7 @@ hipError_t hipMemcpyAsync(void* dst, const void* src, size_t size, int kind,
 
 hipError_t hipMemsetD32Async(hipDeviceptr_t dst, int value, size_t count,
                              hipStream_t stream) {
+  TRT_COUNT(hipMemsetD32Async);
   if (!trt_stream_valid(stream) || !dst) return hipErrorInvalidValue;
   if (count == 0) return hipSuccess;
   mtx_lock(&trt.mutex);
@@ -1278,6 +1344,7 @@ static size_t trt_image_size(const unsigned char* image) {
 }
 
 hipError_t hipModuleLoadData(hipModule_t* out, const void* image) {
+  TRT_COUNT(hipModuleLoadData);
   trt_init();
   if (!out || !image) return hipErrorInvalidValue;
   size_t size = trt_image_size(image);
@@ -1296,6 +1363,7 @@ hipError_t hipModuleLoadData(hipModule_t* out, const void* image) {
 }
 
 hipError_t hipModuleUnload(hipModule_t module) {
+  TRT_COUNT(hipModuleUnload);
   if (!module || module->magic != TRT_MODULE_MAGIC) {
     return hipErrorInvalidHandle;
   }
@@ -1310,6 +1378,7 @@ hipError_t hipModuleUnload(hipModule_t module) {
 
 hipError_t hipModuleGetFunction(hipFunction_t* out, hipModule_t module,
                                 const char* name) {
+  TRT_COUNT(hipModuleGetFunction);
   if (!module || module->magic != TRT_MODULE_MAGIC) {
     return hipErrorInvalidHandle;
   }
@@ -1348,6 +1417,7 @@ hipError_t hipModuleLaunchKernel(hipFunction_t function, unsigned int grid_x,
                                  unsigned int block_z,
                                  unsigned int shared_bytes, hipStream_t stream,
                                  void** kernel_params, void** extra) {
+  TRT_COUNT(hipModuleLaunchKernel);
   if (!function || function->magic != TRT_FUNCTION_MAGIC) {
     return hipErrorInvalidHandle;
   }
