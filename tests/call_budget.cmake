@@ -1,0 +1,10 @@
+# HIP call budgets per operation (label call-budget): counted on the hip
+# test runtime with HL_HIP_TEST_RUNTIME_CALL_COUNTS, as the difference of two
+# run lengths (tests/call_budget_test.c). Deterministic counts, not timings.
+hl_add_test(call_budget_test
+  SOURCES call_budget_test.c
+  LABELS call-budget hip
+  TIMEOUT 240)
+add_dependencies(call_budget_test hl_hip_test_runtime_6_2)
+set_tests_properties(call_budget_test PROPERTIES
+  ENVIRONMENT "LD_LIBRARY_PATH=${hl_trt_dir}/rocm-6.2")
