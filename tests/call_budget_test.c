@@ -32,7 +32,13 @@
 #include "tests/hip_test_runtime/call_counts.h"
 #include "tests/test_util.h"
 
-enum { kShort = 8, kLong = 40, kMaxEntries = 128 };
+enum { kShort = 8, kLong = 136, kMaxEntries = 128 };
+
+// Set-up and tear-down cancel in the difference except where they run:
+// the last release of a device may run on hipline's destroy thread in one
+// run and on the caller in the other. A few such calls, spread over the
+// operations, stay under this.
+static const double kSlack = 0.05;
 
 //===----------------------------------------------------------------------===//
 // The child: one operation, N times
@@ -55,8 +61,8 @@ static void child_op(child_t* c, const char* op, uint64_t i) {
   hl_queue_t* q0 = c->queues[0];
   hl_queue_t* q1 = c->queues[1];
   if (strcmp(op, "fill") == 0) {
-    HL_ASSERT_OK(hl_queue_fill(q0, NULL, NULL, c->buffers[0], 0, 4096,
-                               (uint32_t)i));
+    HL_ASSERT_OK(
+        hl_queue_fill(q0, NULL, NULL, c->buffers[0], 0, 4096, (uint32_t)i));
   } else if (strcmp(op, "dispatch") == 0) {
     HL_ASSERT_OK(
         hl_queue_fill_pattern(q0, NULL, NULL, c->buffers[0], (uint32_t)i));
@@ -267,59 +273,74 @@ static void check_budget(const char* op, const char* allocator,
   const char* env[] = {"HIPLINE_ALLOCATOR", allocator, NULL};
   per_op_t got;
   measure_child(op, env, &got);
-  if (got.caller > caller_budget + 1e-9 ||
-      got.runtime > runtime_budget + 1e-9) {
-    fail_msg("%s (HIPLINE_ALLOCATOR=%s): %.2f calls from the submitter "
-             "(budget %.2f), %.2f from hipline's threads (budget %.2f):%s",
-             op, allocator, got.caller, caller_budget, got.runtime,
-             runtime_budget, got.detail);
+  if (got.caller > caller_budget + kSlack ||
+      got.runtime > runtime_budget + kSlack) {
+    fail_msg(
+        "%s (HIPLINE_ALLOCATOR=%s): %.2f calls from the submitter "
+        "(budget %.2f), %.2f from hipline's threads (budget %.2f):%s",
+        op, allocator, got.caller, caller_budget, got.runtime, runtime_budget,
+        got.detail);
   }
 }
 
-// The budgets: calls per operation, (submitting thread, hipline's threads).
+// The budgets: calls per operation from the submitting thread, and from
+// hipline's threads. hipline's completer closes a batch of submissions with
+// one wait, so its count depends on how far the device fell behind; its
+// budget is the worst case, one wait per submission.
 static void test_fill(void** state) {
   (void)state;
-  check_budget("fill", "hipline", 2, 1);
+  check_budget("fill", "hipline", 1, 1);  // The memset; no event.
 }
 
 static void test_dispatch(void** state) {
   (void)state;
-  check_budget("dispatch", "hipline", 2, 1);
+  check_budget("dispatch", "hipline", 1, 1);  // The launch; no event.
 }
 
 static void test_cross_queue_wait(void** state) {
   (void)state;
+  // Two memsets, the waiter's record on the producer's stream and its
+  // stream wait, and the current device for the event the record takes
+  // from the pool when the pool is empty (the test runtime's slow device
+  // keeps each one busy for longer than the run).
   check_budget("cross-wait", "hipline", 5, 2);
 }
 
 static void test_alloca_hipline(void** state) {
   (void)state;
-  check_budget("alloca", "hipline", 0, 0);
+  check_budget("alloca", "hipline", 0, 2);
 }
 
 static void test_alloca_driver(void** state) {
   (void)state;
-  check_budget("alloca", "driver", 6, 1);
+  check_budget("alloca", "driver", 2, 2);  // Malloc and free.
 }
 
 static void test_alloca_cross_driver(void** state) {
   (void)state;
-  check_budget("alloca-cross", "driver", 12, 2);
+  // The free goes to the allocating stream after an event of the freeing
+  // one (hl_hip_free_after): query, create (scoped), record, wait, free.
+  check_budget("alloca-cross", "driver", 9, 2);
 }
 
 static void test_alloca_cross_hipline(void** state) {
   (void)state;
+  // The dealloca's queue waits for the alloca's (a late waiter: one record,
+  // one stream wait, the current device for a new event); the slabs grow
+  // now and then while cross-queue frees wait to be reusable.
   check_budget("alloca-cross", "hipline", 4, 2);
 }
 
 static void test_command_buffer(void** state) {
   (void)state;
-  check_budget("command-buffer", "hipline", 9, 1);
+  check_budget("command-buffer", "hipline", 8, 1);
 }
 
 static void test_wait_idle(void** state) {
   (void)state;
-  check_budget("wait-idle", "hipline", 29, 0);
+  // Two idle queues: one stream synchronization each; the pool's
+  // attributes are known without asking the driver.
+  check_budget("wait-idle", "hipline", 2, 0);
 }
 
 int main(int argc, char** argv) {

@@ -1226,7 +1226,7 @@ static void test_fast_signal_and_timepoint_attach(void** state) {
   HL_ASSERT_OK(device->backend->vtable->event_create(device->backend, &event));
   atomic_fetch_add(&device->live_events, 1);
   hl_shared_event_t* shared = NULL;
-  HL_ASSERT_OK(hl_shared_event_create(device, event, &shared));
+  HL_ASSERT_OK(hl_shared_event_create(device, event, NULL, &shared));
 
   hl_semaphore_lock(s);
   assert_true(hl_semaphore_value(s) < 5);  // The attacher's look.
@@ -1331,7 +1331,7 @@ static void test_timepoint_list_order_and_search(void** state) {
   (void)state;
   hl_semaphore_t* s = sem_create(0);
   // Never the last reference: no event goes back to a device pool.
-  hl_shared_event_t shared = {NULL, NULL, 1000};
+  hl_shared_event_t shared = {NULL, NULL, NULL, 1000};
   hl_semaphore_lock(s);
   const uint64_t adds[] = {5, 10, 7, 10, 3, 12};
   for (size_t i = 0; i < 6; ++i) {

@@ -277,19 +277,20 @@ static void hl_queue_completer_run(hl_queue_t* queue, hl_submission_t* sub,
 }
 
 // Completes a batch the completer took from its list, in order. Entries
-// that end in an event of the stream and run no host step form runs; one
-// wait on the last event of a run covers the run (the stream passed every
-// earlier point before it), so a completer that fell behind catches up with
-// one driver call instead of one per submission. A failed wait falls back
-// to waiting on each entry, so each failure is reported where it belongs.
+// that run no host step form runs; one wait covers a run (the stream passed
+// every earlier point before its last): on the last entry's event when it
+// has one, else on the stream (issued without an event; a stream
+// synchronization waits for what was enqueued when it was called, which
+// includes every entry of the run). So a batch costs one driver call
+// however many submissions it holds. A failed wait falls back to waiting on
+// each entry, so each failure is reported where it belongs.
 static void hl_queue_completer_run_batch(hl_queue_t* queue,
                                          hl_submission_t* batch) {
   hl_backend_t* backend = queue->device->backend;
   while (batch) {
     hl_submission_t* last = NULL;
     size_t run = 0;
-    for (hl_submission_t* p = batch;
-         p && !p->host_step && p->completer_event && run < 64;
+    for (hl_submission_t* p = batch; p && !p->host_step && run < 64;
          p = p->completer_next) {
       last = p;
       ++run;
@@ -297,8 +298,11 @@ static void hl_queue_completer_run_batch(hl_queue_t* queue,
     bool reached = false;
     if (run >= 2) {
       HL_TRACE_ZONE_BEGIN(zone, "hl_queue_completer_wait");
-      hl_status_t st = backend->vtable->event_synchronize(
-          backend, last->completer_event->event);
+      hl_status_t st =
+          last->completer_event
+              ? backend->vtable->event_synchronize(backend,
+                                                   last->completer_event->event)
+              : backend->vtable->stream_synchronize(backend, queue->stream);
       HL_TRACE_ZONE_END(zone);
       reached = st == NULL;
       hl_status_ignore(st);  // Each entry waits again and reports it.

@@ -50,21 +50,55 @@ static hl_recycler_t hl_shared_event_recycler_ =
 
 hl_status_t hl_shared_event_create(hl_device_t* device,
                                    hl_backend_event_t* event,
+                                   hl_backend_stream_t* stream,
                                    hl_shared_event_t** out_shared) {
   hl_shared_event_t* shared = NULL;
   HL_RETURN_IF_ERROR(
       hl_recycler_alloc_default(&hl_shared_event_recycler_, (void**)&shared),
       "a shared event");
   shared->device = device;
-  shared->event = event;
+  atomic_init(&shared->event, event);
+  shared->stream = event ? NULL : stream;
   atomic_init(&shared->refs, 1);
   *out_shared = shared;
   return NULL;
 }
 
+hl_status_t hl_shared_event_materialize(hl_shared_event_t* shared,
+                                        hl_backend_event_t** out_event) {
+  hl_backend_event_t* event = atomic_load(&shared->event);
+  if (event) {
+    *out_event = event;
+    return NULL;
+  }
+  hl_device_t* device = shared->device;
+  hl_backend_t* backend = device->backend;
+  event = hl_device_take_event(device);
+  if (!event) {
+    HL_RETURN_IF_ERROR(backend->vtable->event_create(backend, &event),
+                       "an event for a late waiter");
+    atomic_fetch_add(&device->live_events, 1);
+  }
+  hl_status_t st =
+      backend->vtable->event_record(backend, event, shared->stream);
+  if (st) {
+    hl_device_recycle_event(device, event);
+    return hl_status_annotate(st, "recording an event for a late waiter");
+  }
+  hl_backend_event_t* expected = NULL;
+  if (!atomic_compare_exchange_strong(&shared->event, &expected, event)) {
+    // Another waiter recorded first; its event is the earlier one.
+    hl_device_recycle_event(device, event);
+    event = expected;
+  }
+  *out_event = event;
+  return NULL;
+}
+
 void hl_shared_event_drop(hl_shared_event_t* shared) {
   if (atomic_fetch_sub_explicit(&shared->refs, 1, memory_order_acq_rel) == 1) {
-    hl_device_recycle_event(shared->device, shared->event);
+    hl_backend_event_t* event = atomic_load(&shared->event);
+    if (event) hl_device_recycle_event(shared->device, event);
     hl_recycler_free(&hl_shared_event_recycler_, shared);
   }
 }

@@ -212,6 +212,18 @@ void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
       }
       hl_shared_event_t* shared = tp->shared;
       uint64_t reached = tp->value;
+      // A lazy timepoint gets its event now, while the semaphore's lock
+      // keeps the producer from publishing past it (and its stream alive).
+      hl_backend_event_t* event = NULL;
+      hl_status_t st = hl_shared_event_materialize(shared, &event);
+      if (st) {
+        hl_semaphore_unlock(s);
+        hl_submission_fail(sub,
+                           hl_status_annotate(st, "queue %u: waiting for %llu",
+                                              queue->id, (unsigned long long)v),
+                           true);
+        break;
+      }
       // Held until the wait is issued.
       atomic_fetch_add_explicit(&shared->refs, 1, memory_order_relaxed);
       hl_semaphore_unlock(s);
@@ -362,6 +374,14 @@ static bool hl_queue_issue_claimed(hl_queue_t* queue, hl_submission_t* sub,
       return false;
     }
     if (plan->completed_at_issue) return false;
+  } else {
+    // No event: nothing needs this point of the stream yet. The completer
+    // closes each batch with one wait on the stream, and a queue that waits
+    // on one of the signals records an event then (lazy timepoints,
+    // hl_shared_event_materialize). A host step's mark has been passed.
+    if (plan->event) hl_device_recycle_event(device, plan->event);
+    plan->event = NULL;
+    return false;
   }
   plan->event_failure = hl_issue_acquire_event(device, plan);
   if (!plan->event_failure) {
@@ -380,7 +400,9 @@ static void hl_queue_attach_signals_locked(hl_queue_t* queue,
   hl_device_t* device = queue->device;
   hl_shared_event_t* shared = NULL;
   hl_status_t st = plan->event_failure;
-  if (!st) st = hl_shared_event_create(device, plan->event, &shared);
+  if (!st) {
+    st = hl_shared_event_create(device, plan->event, queue->stream, &shared);
+  }
   if (st) {
     // Other queues will wait for these signals on the host side instead
     // (they park until the values are reached); correctness holds.
@@ -405,9 +427,11 @@ static void hl_queue_attach_signals_locked(hl_queue_t* queue,
       hl_semaphore_unlock(s);
     }
     if (queue->by_events) {
-      // The completer's, until it has waited on the event.
-      atomic_fetch_add_explicit(&shared->refs, 1, memory_order_relaxed);
-      sub->completer_event = shared;
+      if (plan->event) {
+        // The completer's, until it has waited on the event.
+        atomic_fetch_add_explicit(&shared->refs, 1, memory_order_relaxed);
+        sub->completer_event = shared;
+      }
       hl_queue_completer_push(queue, sub);
     }
     hl_shared_event_drop(shared);

@@ -248,16 +248,31 @@ hl_status_t hl_device_snapshot_queues(hl_device_t* device,
 
 // A backend event shared by the timepoints of one submission; recycled into
 // the device's pool when the last reference goes (any thread, any lock).
+// A submission records no event at issue (nothing needs a device timepoint
+// yet): its timepoints then share a *lazy* one, |event| NULL and |stream|
+// the producing stream, until a queue that waits on one of them records an
+// event there (hl_shared_event_materialize): later than the producer's
+// point, so conservative, never early.
 typedef struct hl_shared_event_t {
   hl_device_t* device;
-  hl_backend_event_t* event;
+  _Atomic(hl_backend_event_t*) event;
+  hl_backend_stream_t* stream;  // Lazy: where to record; NULL otherwise.
   atomic_int refs;
 } hl_shared_event_t;
 // A shared event for |event| with one reference (event_pool.c; any thread).
+// |event| NULL makes it lazy, recorded on demand on |stream|.
 hl_status_t hl_shared_event_create(hl_device_t* device,
                                    hl_backend_event_t* event,
+                                   hl_backend_stream_t* stream,
                                    hl_shared_event_t** out_shared);
 void hl_shared_event_drop(hl_shared_event_t* shared);
+// The device event of |shared|, recording one on its stream now when it is
+// lazy and has none yet. The caller holds the lock of a semaphore with a
+// timepoint on |shared| whose value is not reached: the producing queue
+// cannot publish past it, so its stream is alive. Racing callers (the same
+// submission's timepoints on several semaphores) keep the first event.
+hl_status_t hl_shared_event_materialize(hl_shared_event_t* shared,
+                                        hl_backend_event_t** out_event);
 
 // A device timepoint: |value| is signalled when |shared->event| completes.
 typedef struct hl_timepoint_t {

@@ -251,9 +251,14 @@ static void hl_hip_backend_destroy(hl_backend_t* base) {
     }
   }
   hl_hip_staging_deinitialize(backend);
+  for (int i = 0; i < backend->free_event_count; ++i) {
+    (void)syms->hipEventDestroy(backend->free_events[i]);
+  }
   if (hl_status_is_ok(scope_status)) hl_hip_scope_exit(backend, &scope);
   hl_hip_log_and_ignore(scope_status, "destroy");
-  mtx_destroy(&backend->free_mutex);
+  pthread_rwlock_destroy(&backend->free_lock);
+  mtx_destroy(&backend->free_events_mutex);
+  mtx_destroy(&backend->attrs_mutex);
   mtx_destroy(&backend->staging_mutex);
   hl_hip_size_map_deinitialize(&backend->sizes);
   hl_allocator_free(backend->base.host_allocator, backend);
@@ -292,11 +297,15 @@ hl_status_t hl_hip_backend_create(int ordinal, hl_allocator_t allocator,
   atomic_init(&backend->live_streams, 0);
   atomic_init(&backend->live_events, 0);
   atomic_init(&backend->live_modules, 0);
-  mtx_init(&backend->free_mutex, mtx_plain);
+  pthread_rwlock_init(&backend->free_lock, NULL);
+  mtx_init(&backend->free_events_mutex, mtx_plain);
+  mtx_init(&backend->attrs_mutex, mtx_plain);
   mtx_init(&backend->staging_mutex, mtx_plain);
   hl_status_t status = hl_hip_size_map_initialize(allocator, &backend->sizes);
   if (!hl_status_is_ok(status)) {
-    mtx_destroy(&backend->free_mutex);
+    pthread_rwlock_destroy(&backend->free_lock);
+    mtx_destroy(&backend->free_events_mutex);
+    mtx_destroy(&backend->attrs_mutex);
     mtx_destroy(&backend->staging_mutex);
     hl_allocator_free(allocator, backend);
     return status;
@@ -338,9 +347,9 @@ static void hl_hip_stream_destroy(hl_backend_t* base,
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
   // Blocks this stream allocated are freed on their freeing stream from now
   // on (see hl_hip_free_after).
-  mtx_lock(&backend->free_mutex);
+  pthread_rwlock_wrlock(&backend->free_lock);
   hl_hip_size_map_clear_owner(&backend->sizes, stream);
-  mtx_unlock(&backend->free_mutex);
+  pthread_rwlock_unlock(&backend->free_lock);
   hl_hip_device_scope_t scope;
   hl_status_t status = hl_hip_scope_enter(backend, &scope);
   hl_hip_stream_destroy_on_device(base, stream);
@@ -354,27 +363,78 @@ static hl_status_t hl_hip_event_create(hl_backend_t* base,
   HL_HIP_ON_DEVICE(base, hl_hip_event_create_on_device(base, out_event));
 }
 
+// Stream-ordered allocation and free name their stream (and pool), whose
+// device they run on whatever the calling thread's current device is (clr:
+// hipMallocAsync and hipFreeAsync take the device from the stream,
+// hipMallocFromPoolAsync from the pool): no device scope, so no
+// hipGetDevice per call. Only the cross-stream free creates an object (an
+// event) and enters the scope for it (hl_hip_free_after).
 static hl_status_t hl_hip_malloc_async(hl_backend_t* base, size_t size,
                                        hl_backend_stream_t* stream,
                                        void** out_ptr) {
   *out_ptr = NULL;
-  HL_HIP_ON_DEVICE(base,
-                   hl_hip_malloc_async_on_device(base, size, stream, out_ptr));
+  return hl_hip_malloc_async_on_device(base, size, stream, out_ptr);
 }
 
 static hl_status_t hl_hip_free_async(hl_backend_t* base, void* ptr,
                                      hl_backend_stream_t* stream) {
-  HL_HIP_ON_DEVICE(base, hl_hip_free_async_on_device(base, ptr, stream));
+  return hl_hip_free_async_on_device(base, ptr, stream);
 }
 
-static hl_status_t hl_hip_pool_set_attributes(
+// Remembers |threshold| and |reuse_flags| as the owned pool's attributes;
+// |known| false forgets them.
+static void hl_hip_attrs_cache_store(hl_hip_backend_t* backend, bool known,
+                                     uint64_t threshold, uint32_t reuse_flags) {
+  mtx_lock(&backend->attrs_mutex);
+  backend->attrs_known = known && backend->owns_pool;
+  backend->attrs_release_threshold = threshold;
+  backend->attrs_reuse_flags = reuse_flags;
+  mtx_unlock(&backend->attrs_mutex);
+}
+
+static hl_status_t hl_hip_pool_set_attributes_in_scope(
     hl_backend_t* base, const hl_pool_attributes_t* attrs) {
   HL_HIP_ON_DEVICE(base, hl_hip_pool_set_attributes_on_device(base, attrs));
 }
 
+static hl_status_t hl_hip_pool_set_attributes(
+    hl_backend_t* base, const hl_pool_attributes_t* attrs) {
+  hl_hip_backend_t* backend = hl_hip_backend_cast(base);
+  hl_hip_attrs_cache_store(backend, false, 0, 0);
+  hl_status_t st = hl_hip_pool_set_attributes_in_scope(base, attrs);
+  if (hl_status_is_ok(st)) {
+    hl_hip_attrs_cache_store(backend, true, attrs->release_threshold,
+                             attrs->reuse_flags);
+  }
+  return st;
+}
+
+static hl_status_t hl_hip_pool_get_attributes_in_scope(
+    hl_backend_t* base, hl_pool_attributes_t* out) {
+  HL_HIP_ON_DEVICE(base, hl_hip_pool_get_attributes_on_device(base, out));
+}
+
+// Without a driver call when the pool is this backend's own and its
+// attributes are known.
 static hl_status_t hl_hip_pool_get_attributes(hl_backend_t* base,
                                               hl_pool_attributes_t* out) {
-  HL_HIP_ON_DEVICE(base, hl_hip_pool_get_attributes_on_device(base, out));
+  hl_hip_backend_t* backend = hl_hip_backend_cast(base);
+  mtx_lock(&backend->attrs_mutex);
+  bool known = backend->attrs_known;
+  if (known) {
+    memset(out, 0, sizeof(*out));
+    out->release_threshold = backend->attrs_release_threshold;
+    out->reuse_flags = backend->attrs_reuse_flags;
+    out->limit_bytes = atomic_load(&backend->limit_bytes);
+  }
+  mtx_unlock(&backend->attrs_mutex);
+  if (known) return hl_ok_status();
+  hl_status_t st = hl_hip_pool_get_attributes_in_scope(base, out);
+  if (hl_status_is_ok(st)) {
+    hl_hip_attrs_cache_store(backend, true, out->release_threshold,
+                             out->reuse_flags);
+  }
+  return st;
 }
 
 static hl_status_t hl_hip_pool_trim(hl_backend_t* base,

@@ -23,6 +23,7 @@
 #ifndef HIPLINE_RUNTIME_BACKEND_HIP_HIP_INTERNAL_H_
 #define HIPLINE_RUNTIME_BACKEND_HIP_HIP_INTERNAL_H_
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <threads.h>
@@ -51,6 +52,8 @@ typedef struct hl_hip_staging_t {
   size_t size;  // Bytes in use for the current copy.
 } hl_hip_staging_t;
 
+#define HL_HIP_FREE_EVENTS 16
+
 typedef struct hl_hip_backend_t {
   hl_backend_t base;  // Must be first: handles are cast to and from it.
   const hl_hip_dynamic_symbols_t* syms;
@@ -71,13 +74,26 @@ typedef struct hl_hip_backend_t {
   _Atomic int64_t live_modules;
   // Live block -> size in bytes and allocating stream.
   hl_hip_size_map_t sizes;
-  // Serializes cross-stream frees against stream destruction, so a free
-  // never enqueues on a stream being destroyed.
-  mtx_t free_mutex;
+  // Held shared by every free across its driver calls and exclusively by
+  // stream destruction, so a free never enqueues on a stream being
+  // destroyed, and frees never wait for each other.
+  pthread_rwlock_t free_lock;
+  // Events for cross-stream frees (hl_hip_free_after), reused: a stream
+  // wait takes the event's state when it is enqueued. A leaf lock.
+  mtx_t free_events_mutex;
+  hipEvent_t free_events[HL_HIP_FREE_EVENTS];
+  int free_event_count;
   // Pinned staging chunks, free lists by size class (HL_HIP_STAGING_*).
   mtx_t staging_mutex;
   struct hl_hip_staging_t* staging_free[HL_HIP_STAGING_CLASSES];
   int64_t staging_live;  // Chunks allocated and not yet hipHostFree'd.
+  // The attributes of a pool only this backend holds (|owns_pool|), as last
+  // set or read: hl_device_wait_idle reads them after every wait, and
+  // nobody else can change them. A leaf lock; no driver call under it.
+  mtx_t attrs_mutex;
+  bool attrs_known;
+  uint64_t attrs_release_threshold;
+  uint32_t attrs_reuse_flags;
 } hl_hip_backend_t;
 
 // What an hl_backend_event_t points at in this backend.

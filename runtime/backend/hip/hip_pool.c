@@ -150,9 +150,24 @@ static hl_status_t hl_hip_free_after(hl_hip_backend_t* backend, void* ptr,
                                      hipStream_t owner, hipStream_t stream) {
   const hl_hip_dynamic_symbols_t* syms = backend->syms;
   hipEvent_t event = NULL;
-  HL_HIP_RETURN_IF_ERROR(
-      syms, hipEventCreateWithFlags(&event, HL_HIP_EVENT_DISABLE_TIMING),
-      "hipEventCreateWithFlags (cross-stream free of %p)", ptr);
+  mtx_lock(&backend->free_events_mutex);
+  if (backend->free_event_count) {
+    event = backend->free_events[--backend->free_event_count];
+  }
+  mtx_unlock(&backend->free_events_mutex);
+  if (!event) {
+    // An event belongs to the current device.
+    hl_hip_device_scope_t scope;
+    HL_RETURN_IF_ERROR_PLAIN(hl_hip_scope_enter(backend, &scope));
+    hipError_t created =
+        syms->hipEventCreateWithFlags(&event, HL_HIP_EVENT_DISABLE_TIMING);
+    hl_hip_scope_exit(backend, &scope);
+    if (created != hipSuccess) {
+      return hl_hip_result_to_status(
+          syms, created, __FILE__, __LINE__,
+          "hipEventCreateWithFlags (cross-stream free of %p)", ptr);
+    }
+  }
   hl_status_t status =
       HL_HIP_RESULT_TO_STATUS(syms, hipEventRecord(event, stream),
                               "hipEventRecord(stream %p)", (void*)stream);
@@ -162,12 +177,18 @@ static hl_status_t hl_hip_free_after(hl_hip_backend_t* backend, void* ptr,
         "hipStreamWaitEvent(allocating stream %p, freeing stream %p)",
         (void*)owner, (void*)stream);
   }
-  // The wait holds what it needs: the event may go now (HIP defers the
-  // release of a recorded event until its work completes).
-  hl_hip_log_and_ignore(
-      HL_HIP_RESULT_TO_STATUS(syms, hipEventDestroy(event),
-                              "hipEventDestroy (cross-stream free)"),
-      "free_async");
+  // The wait took the event's state when it was enqueued: the event may be
+  // recorded again at once.
+  mtx_lock(&backend->free_events_mutex);
+  bool kept = backend->free_event_count < HL_HIP_FREE_EVENTS;
+  if (kept) backend->free_events[backend->free_event_count++] = event;
+  mtx_unlock(&backend->free_events_mutex);
+  if (!kept) {
+    hl_hip_log_and_ignore(
+        HL_HIP_RESULT_TO_STATUS(syms, hipEventDestroy(event),
+                                "hipEventDestroy (cross-stream free)"),
+        "free_async");
+  }
   if (!hl_status_is_ok(status)) return status;
   return HL_HIP_RESULT_TO_STATUS(
       syms, hipFreeAsync(ptr, owner),
@@ -182,9 +203,9 @@ hl_status_t hl_hip_free_async_on_device(hl_backend_t* base, void* ptr,
   hipStream_t handle = hl_hip_stream_handle(stream);
   uint64_t size = 0;
   void* owner = NULL;
-  mtx_lock(&backend->free_mutex);
+  pthread_rwlock_rdlock(&backend->free_lock);
   if (!hl_hip_size_map_remove_owned(&backend->sizes, ptr, &size, &owner)) {
-    mtx_unlock(&backend->free_mutex);
+    pthread_rwlock_unlock(&backend->free_lock);
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "free_async(%p) on hip device %d: not a live "
                           "allocation of this device",
@@ -222,10 +243,10 @@ hl_status_t hl_hip_free_async_on_device(hl_backend_t* base, void* ptr,
     // The block is still live; keep accounting for it.
     hl_status_ignore(
         hl_hip_size_map_insert_owned(&backend->sizes, ptr, size, owner));
-    mtx_unlock(&backend->free_mutex);
+    pthread_rwlock_unlock(&backend->free_lock);
     return status;
   }
-  mtx_unlock(&backend->free_mutex);
+  pthread_rwlock_unlock(&backend->free_lock);
   atomic_fetch_sub(&backend->used_bytes, size);
   atomic_fetch_add(&backend->free_count, 1);
   return hl_ok_status();
