@@ -49,6 +49,11 @@ typedef struct hl_backend_stream_t hl_backend_stream_t;
 typedef struct hl_backend_event_t hl_backend_event_t;
 typedef struct hl_backend_module_t hl_backend_module_t;
 typedef struct hl_backend_function_t hl_backend_function_t;
+typedef struct hl_backend_graph_t hl_backend_graph_t;
+
+// Enqueues the work a graph is made of on |stream| (graph_capture).
+typedef hl_status_t (*hl_backend_graph_record_fn_t)(
+    void* user, hl_backend_stream_t* stream);
 
 // Runs on the stream's own thread (host) or a driver thread (hip) once all
 // earlier work on the stream has completed. It must not block for long and
@@ -246,6 +251,20 @@ typedef struct hl_backend_vtable_t {
   // poisons the blocks its own suballocator frees, where those frees run in
   // stream order (|stream_ordered_host_work|).
   void (*set_poison)(hl_backend_t* backend, bool poison);
+
+  // Graphs: |record| enqueues device work (memset32_async, memcpy_async
+  // between device buffers, launch_kernel; nothing else) on a private
+  // stream, which captures it instead of running it; the result is an
+  // executable graph of that work, in that order, for this device.
+  // graph_launch enqueues all of it on |stream| as one operation; each
+  // launch runs the same work again. UNAVAILABLE when the runtime lacks the
+  // graph API (the caller then enqueues the work itself).
+  hl_status_t (*graph_capture)(hl_backend_t* backend,
+                               hl_backend_graph_record_fn_t record, void* user,
+                               hl_backend_graph_t** out_graph);
+  hl_status_t (*graph_launch)(hl_backend_t* backend, hl_backend_graph_t* graph,
+                              hl_backend_stream_t* stream);
+  void (*graph_destroy)(hl_backend_t* backend, hl_backend_graph_t* graph);
 } hl_backend_vtable_t;
 
 struct hl_backend_t {

@@ -31,8 +31,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 
 #include "runtime/base/env.h"
+#include "runtime/base/log.h"
 #include "runtime/base/trace.h"
 #include "runtime/executable/dispatch_internal.h"
 #include "runtime/memory/memory_internal.h"
@@ -94,6 +96,13 @@ struct hl_command_buffer_t {
   hl_command_t* steps;  // Built by finalize.
   size_t step_count;
   hl_command_buffer_info_t info;
+
+  // The steps as one backend graph (backends with graph_capture), built at
+  // the first execution, when every root's address is known, and launched
+  // by every execution after (see hl_execute_run_graph).
+  mtx_t graph_mutex;
+  hl_backend_graph_t* graph;
+  bool graph_tried;  // Built, or known not to be buildable.
 };
 
 static atomic_uint_fast64_t hl_next_command_buffer_id_ = 1;
@@ -118,6 +127,11 @@ hl_status_t hl_command_buffer_create(hl_device_t* device, uint32_t flags,
   if (!cb) {
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "allocating a command buffer");
+  }
+  if (mtx_init(&cb->graph_mutex, mtx_plain) != thrd_success) {
+    free(cb);
+    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                          "creating a command buffer's mutex");
   }
   atomic_init(&cb->ref_count, 1);
   hl_device_retain(device);
@@ -145,6 +159,11 @@ void hl_command_buffer_release(hl_command_buffer_t* cb) {
   free(cb->data);
   free(cb->steps);
   hl_device_t* device = cb->device;
+  if (cb->graph) {
+    hl_backend_t* backend = device->backend;
+    backend->vtable->graph_destroy(backend, cb->graph);
+  }
+  mtx_destroy(&cb->graph_mutex);
   free(cb);
   hl_device_release(device);
 }
@@ -789,12 +808,11 @@ static char* hl_step_pointer(const hl_command_buffer_t* cb, uint32_t root,
   return (char*)atomic_load(&cb->roots[root]->ptr) + offset;
 }
 
-// The stream work: check the roots, then enqueue every step.
-static hl_status_t hl_execute_run(void* user) {
-  hl_execute_op_t* op = (hl_execute_op_t*)user;
-  if (!hl_execute_check(op)) return NULL;
-  hl_backend_t* b = op->work.backend;
-  const hl_command_buffer_t* cb = op->cb;
+// Enqueues every step of |cb| on |stream|. On failure |*out_failed| is the
+// index of the step that failed.
+static hl_status_t hl_command_buffer_enqueue_steps(
+    const hl_command_buffer_t* cb, hl_backend_t* b, hl_backend_stream_t* stream,
+    size_t* out_failed) {
   for (size_t i = 0; i < cb->step_count; ++i) {
     const hl_command_t* step = &cb->steps[i];
     hl_status_t st = NULL;
@@ -802,36 +820,100 @@ static hl_status_t hl_execute_run(void* user) {
       case HL_COMMAND_FILL:
         st = b->vtable->memset32_async(
             b, hl_step_pointer(cb, step->target, step->target_offset),
-            step->pattern, (size_t)(step->length / 4), op->work.stream);
+            step->pattern, (size_t)(step->length / 4), stream);
         break;
       case HL_COMMAND_UPDATE:
         st = b->vtable->memcpy_async(
             b, hl_step_pointer(cb, step->target, step->target_offset),
-            cb->data + step->data_offset, (size_t)step->length,
-            op->work.stream);
+            cb->data + step->data_offset, (size_t)step->length, stream);
         break;
       case HL_COMMAND_COPY:
         st = b->vtable->memcpy_async(
             b, hl_step_pointer(cb, step->target, step->target_offset),
             hl_step_pointer(cb, step->source, step->source_offset),
-            (size_t)step->length, op->work.stream);
+            (size_t)step->length, stream);
         break;
       case HL_COMMAND_DISPATCH:
-        st = hl_dispatch_call_launch(b, &cb->calls[step->call].call,
-                                     op->work.stream);
+        st = hl_dispatch_call_launch(b, &cb->calls[step->call].call, stream);
         break;
       case HL_COMMAND_BARRIER:
         break;
     }
     if (st) {
-      // Every step but a barrier writes device memory.
-      return hl_stream_work_write_failed(
-          &op->work,
-          hl_status_annotate(st, "command %zu of command buffer %llu", i,
-                             (unsigned long long)cb->id));
+      *out_failed = i;
+      return st;
     }
   }
   return NULL;
+}
+
+// Whether a graph can hold every step: an update copies from host memory,
+// which the backend may stage through pinned chunks and host functions, so
+// a command buffer with one replays on the stream instead.
+static bool hl_command_buffer_graphable(const hl_command_buffer_t* cb) {
+  for (size_t i = 0; i < cb->step_count; ++i) {
+    if (cb->steps[i].kind == HL_COMMAND_UPDATE) return false;
+  }
+  return true;
+}
+
+static hl_status_t hl_command_buffer_record_graph(void* user,
+                                                  hl_backend_stream_t* stream) {
+  hl_command_buffer_t* cb = (hl_command_buffer_t*)user;
+  size_t failed = 0;
+  return hl_command_buffer_enqueue_steps(cb, cb->device->backend, stream,
+                                         &failed);
+}
+
+// |cb|'s graph, built on first use; NULL when the backend has none or it
+// cannot be built (the caller replays the steps then). The roots are live
+// (hl_execute_check), so their addresses are final.
+static hl_backend_graph_t* hl_command_buffer_graph(hl_command_buffer_t* cb,
+                                                   hl_backend_t* b) {
+  if (!b->vtable->graph_capture) return NULL;
+  mtx_lock(&cb->graph_mutex);
+  if (!cb->graph_tried) {
+    cb->graph_tried = true;
+    if (hl_command_buffer_graphable(cb)) {
+      hl_status_t st = b->vtable->graph_capture(
+          b, hl_command_buffer_record_graph, cb, &cb->graph);
+      if (st) {
+        HL_LOG_INFO("command buffer %llu replays on the stream: %s",
+                    (unsigned long long)cb->id, hl_status_message(st));
+        hl_status_free(st);
+      }
+    }
+  }
+  hl_backend_graph_t* graph = cb->graph;
+  mtx_unlock(&cb->graph_mutex);
+  return graph;
+}
+
+// The stream work: check the roots, then launch the graph or enqueue every
+// step.
+static hl_status_t hl_execute_run(void* user) {
+  hl_execute_op_t* op = (hl_execute_op_t*)user;
+  if (!hl_execute_check(op)) return NULL;
+  hl_backend_t* b = op->work.backend;
+  hl_command_buffer_t* cb = op->cb;
+  hl_backend_graph_t* graph = hl_command_buffer_graph(cb, b);
+  hl_status_t st = NULL;
+  size_t failed = 0;
+  if (graph) {
+    st = b->vtable->graph_launch(b, graph, op->work.stream);
+    if (st) {
+      st = hl_status_annotate(st, "the graph of command buffer %llu",
+                              (unsigned long long)cb->id);
+    }
+  } else {
+    st = hl_command_buffer_enqueue_steps(cb, b, op->work.stream, &failed);
+    if (st) {
+      st = hl_status_annotate(st, "command %zu of command buffer %llu", failed,
+                              (unsigned long long)cb->id);
+    }
+  }
+  // Every step but a barrier writes device memory.
+  return st ? hl_stream_work_write_failed(&op->work, st) : NULL;
 }
 
 static hl_status_t hl_execute_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {

@@ -107,6 +107,8 @@ const size_t hl_call_counts_name_count = TRT_CALL_COUNT;
 #endif
 
 enum {
+  hipErrorStreamCaptureUnsupported = 900,
+  hipErrorStreamCaptureInvalidated = 901,
   hipErrorInvalidImage = 200,
   hipErrorInvalidHandle = 400,
   hipErrorNotFound = 500,
@@ -176,8 +178,28 @@ struct hl_ihipStream_t {
   uint64_t enqueued;
   uint64_t completed;
   bool exiting;
+  struct hl_ihipGraph_t* capture;  // Capturing into it (under trt.mutex).
 };
 #define TRT_STREAM_MAGIC 0x5354524du
+
+// A graph made by stream capture: its nodes are the captured kernel, copy
+// and memset operations, each depending on the one before (a captured
+// stream is a chain). An executable graph holds its own copy.
+struct hl_ihipGraph_t {
+  uint32_t magic;
+  int device;
+  struct trt_op_t* head;
+  struct trt_op_t* tail;
+  int node_count;
+};
+#define TRT_GRAPH_MAGIC 0x47525048u
+struct hl_ihipGraphExec_t {
+  uint32_t magic;
+  int device;
+  struct trt_op_t* head;
+  int node_count;
+};
+#define TRT_GRAPH_EXEC_MAGIC 0x47455845u
 
 struct hl_ihipEvent_t {
   uint32_t magic;
@@ -351,6 +373,17 @@ static bool trt_stream_valid(hipStream_t stream) {
   return stream && stream->magic == TRT_STREAM_MAGIC;
 }
 
+// Whether |stream| is capturing: the entries whose work a graph of
+// hipline's cannot hold (events, host functions, allocation,
+// synchronization) refuse it, as HIP refuses what it cannot capture.
+static bool trt_capturing(hipStream_t stream) {
+  if (!trt_stream_valid(stream)) return false;
+  mtx_lock(&trt.mutex);
+  bool capturing = stream->capture != NULL;
+  mtx_unlock(&trt.mutex);
+  return capturing;
+}
+
 static bool trt_event_valid(hipEvent_t event) {
   return event && event->magic == TRT_EVENT_MAGIC;
 }
@@ -473,8 +506,21 @@ static trt_op_t* trt_op_new(trt_op_kind_t kind) {
   return op;
 }
 
-// Under trt.mutex.
+// Under trt.mutex. A capturing stream adds the operation to its graph
+// instead (the entries that enqueue anything else refuse to capture).
 static void trt_enqueue_locked(hipStream_t stream, trt_op_t* op) {
+  if (stream->capture) {
+    struct hl_ihipGraph_t* graph = stream->capture;
+    op->next = NULL;
+    if (graph->tail) {
+      graph->tail->next = op;
+    } else {
+      graph->head = op;
+    }
+    graph->tail = op;
+    graph->node_count++;
+    return;
+  }
   op->seq = ++stream->enqueued;
   op->next = NULL;
   if (stream->tail) {
@@ -767,6 +813,7 @@ hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t* pool, int device) {
 hipError_t hipMallocFromPoolAsync(void** ptr, size_t size, hipMemPool_t pool,
                                   hipStream_t stream) {
   TRT_COUNT(hipMallocFromPoolAsync);
+  if (trt_capturing(stream)) return hipErrorStreamCaptureUnsupported;
   trt_init();
   if (!ptr || !pool || pool->magic != TRT_POOL_MAGIC ||
       !trt_stream_valid(stream)) {
@@ -840,6 +887,7 @@ hipError_t hipMallocFromPoolAsync(void** ptr, size_t size, hipMemPool_t pool,
 
 hipError_t hipMallocAsync(void** ptr, size_t size, hipStream_t stream) {
   TRT_COUNT(hipMallocAsync);
+  if (trt_capturing(stream)) return hipErrorStreamCaptureUnsupported;
   if (!trt_stream_valid(stream)) return hipErrorInvalidValue;
   return hipMallocFromPoolAsync(ptr, size, &trt.default_pools[stream->device],
                                 stream);
@@ -847,6 +895,7 @@ hipError_t hipMallocAsync(void** ptr, size_t size, hipStream_t stream) {
 
 hipError_t hipFreeAsync(void* ptr, hipStream_t stream) {
   TRT_COUNT(hipFreeAsync);
+  if (trt_capturing(stream)) return hipErrorStreamCaptureUnsupported;
   if (!trt_stream_valid(stream)) return hipErrorInvalidValue;
   if (!ptr) return hipSuccess;
   mtx_lock(&trt.mutex);
@@ -1045,6 +1094,7 @@ hipError_t hipStreamCreateWithFlags(hipStream_t* out, unsigned int flags) {
 
 hipError_t hipStreamDestroy(hipStream_t stream) {
   TRT_COUNT(hipStreamDestroy);
+  if (trt_capturing(stream)) return hipErrorStreamCaptureUnsupported;
   if (!trt_stream_valid(stream)) return hipErrorInvalidHandle;
   mtx_lock(&trt.mutex);
   trt_stream_drain_locked(stream);
@@ -1070,6 +1120,7 @@ hipError_t hipStreamDestroy(hipStream_t stream) {
 
 hipError_t hipStreamSynchronize(hipStream_t stream) {
   TRT_COUNT(hipStreamSynchronize);
+  if (trt_capturing(stream)) return hipErrorStreamCaptureUnsupported;
   if (!trt_stream_valid(stream)) return hipErrorInvalidHandle;
   mtx_lock(&trt.mutex);
   trt_stream_drain_locked(stream);
@@ -1081,6 +1132,7 @@ hipError_t hipStreamSynchronize(hipStream_t stream) {
 // hipSuccess once everything enqueued on |stream| has completed.
 hipError_t hipStreamQuery(hipStream_t stream) {
   TRT_COUNT(hipStreamQuery);
+  if (trt_capturing(stream)) return hipErrorStreamCaptureUnsupported;
   if (!trt_stream_valid(stream)) return hipErrorInvalidHandle;
   mtx_lock(&trt.mutex);
   bool idle = stream->completed >= stream->enqueued;
@@ -1106,6 +1158,7 @@ hipError_t hipDeviceSynchronize(void) {
 hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event,
                               unsigned int flags) {
   TRT_COUNT(hipStreamWaitEvent);
+  if (trt_capturing(stream)) return hipErrorStreamCaptureUnsupported;
   if (!trt_stream_valid(stream) || !trt_event_valid(event) || flags) {
     return hipErrorInvalidValue;
   }
@@ -1139,6 +1192,7 @@ static hipError_t trt_add_host_op(hipStream_t stream, hipHostFn_t fn,
 hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn,
                              void* user_data) {
   TRT_COUNT(hipLaunchHostFunc);
+  if (trt_capturing(stream)) return hipErrorStreamCaptureUnsupported;
   if (!fn) return hipErrorInvalidValue;
   return trt_add_host_op(stream, fn, NULL, user_data);
 }
@@ -1148,6 +1202,7 @@ hipError_t hipStreamAddCallback(hipStream_t stream,
                                 hipStreamCallback_t callback, void* user_data,
                                 unsigned int flags) {
   TRT_COUNT(hipStreamAddCallback);
+  if (trt_capturing(stream)) return hipErrorStreamCaptureUnsupported;
   if (flags || !callback) return hipErrorInvalidValue;
   return trt_add_host_op(stream, NULL, callback, user_data);
 }
@@ -1193,6 +1248,7 @@ hipError_t hipEventDestroy(hipEvent_t event) {
 
 hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
   TRT_COUNT(hipEventRecord);
+  if (trt_capturing(stream)) return hipErrorStreamCaptureUnsupported;
   if (!trt_event_valid(event)) return hipErrorInvalidHandle;
   if (!trt_stream_valid(stream)) return hipErrorInvalidValue;
   // hip_event.cpp: an event records only on a stream of its own device.
@@ -1276,6 +1332,12 @@ hipError_t hipMemcpyAsync(void* dst, const void* src, size_t size, int kind,
     trt_enqueue_locked(stream, op);
     mtx_unlock(&trt.mutex);
     return hipSuccess;
+  }
+  if (stream->capture) {
+    // A copy that waits for itself cannot be captured.
+    mtx_unlock(&trt.mutex);
+    free(op);
+    return hipErrorStreamCaptureUnsupported;
   }
   // Pageable host memory: ihipMemcpy's isHostAsync = false path waits for
   // the copy (and so for everything before it on the stream).
@@ -1458,6 +1520,146 @@ hipError_t hipModuleLaunchKernel(hipFunction_t function, unsigned int grid_x,
 //===----------------------------------------------------------------------===//
 // Test hooks
 //===----------------------------------------------------------------------===//
+
+//===----------------------------------------------------------------------===//
+// Graphs (stream capture)
+//===----------------------------------------------------------------------===//
+
+hipError_t hipStreamBeginCapture(hipStream_t stream,
+                                 hipStreamCaptureMode mode) {
+  TRT_COUNT(hipStreamBeginCapture);
+  if (!trt_stream_valid(stream) || mode < 0 || mode > 2) {
+    return hipErrorInvalidValue;
+  }
+  struct hl_ihipGraph_t* graph = calloc(1, sizeof(*graph));
+  if (!graph) trt_die("out of host memory");
+  graph->magic = TRT_GRAPH_MAGIC;
+  graph->device = stream->device;
+  mtx_lock(&trt.mutex);
+  if (stream->capture) {
+    mtx_unlock(&trt.mutex);
+    free(graph);
+    return hipErrorStreamCaptureUnsupported;  // Already capturing.
+  }
+  stream->capture = graph;
+  trt.counters.live_graphs++;
+  mtx_unlock(&trt.mutex);
+  return hipSuccess;
+}
+
+hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t* out) {
+  TRT_COUNT(hipStreamEndCapture);
+  if (!trt_stream_valid(stream) || !out) return hipErrorInvalidValue;
+  mtx_lock(&trt.mutex);
+  struct hl_ihipGraph_t* graph = stream->capture;
+  stream->capture = NULL;
+  mtx_unlock(&trt.mutex);
+  if (!graph) return hipErrorStreamCaptureInvalidated;  // Not capturing.
+  *out = graph;
+  return hipSuccess;
+}
+
+static void trt_op_list_free(trt_op_t* op) {
+  while (op) {
+    trt_op_t* next = op->next;
+    free(op);
+    op = next;
+  }
+}
+
+// A copy of |op| whose kernel parameters point into the copy's storage.
+static trt_op_t* trt_op_clone(const trt_op_t* op) {
+  trt_op_t* clone = trt_op_new(op->kind);
+  memcpy(clone, op, sizeof(*clone));
+  clone->next = NULL;
+  if (op->kind == TRT_OP_KERNEL) {
+    for (size_t i = 0; i < 16; ++i) {
+      if (!op->u.kernel.params[i]) continue;
+      clone->u.kernel.params[i] =
+          clone->u.kernel.storage +
+          ((const unsigned char*)op->u.kernel.params[i] - op->u.kernel.storage);
+    }
+  }
+  return clone;
+}
+
+hipError_t hipGraphInstantiate(hipGraphExec_t* out, hipGraph_t graph,
+                               void* error_node, char* log_buffer,
+                               size_t log_size) {
+  TRT_COUNT(hipGraphInstantiate);
+  (void)error_node;
+  (void)log_buffer;
+  (void)log_size;
+  if (!out || !graph || graph->magic != TRT_GRAPH_MAGIC) {
+    return hipErrorInvalidValue;
+  }
+  struct hl_ihipGraphExec_t* exec = calloc(1, sizeof(*exec));
+  if (!exec) trt_die("out of host memory");
+  exec->magic = TRT_GRAPH_EXEC_MAGIC;
+  exec->device = graph->device;
+  trt_op_t** tail = &exec->head;
+  for (const trt_op_t* op = graph->head; op; op = op->next) {
+    *tail = trt_op_clone(op);
+    tail = &(*tail)->next;
+    exec->node_count++;
+  }
+  mtx_lock(&trt.mutex);
+  trt.counters.live_graphs++;
+  mtx_unlock(&trt.mutex);
+  *out = exec;
+  return hipSuccess;
+}
+
+// Enqueues a copy of every node, in dependency order (the chain's), as one
+// operation of the caller's: nothing else of the caller's comes between.
+hipError_t hipGraphLaunch(hipGraphExec_t exec, hipStream_t stream) {
+  TRT_COUNT(hipGraphLaunch);
+  if (!exec || exec->magic != TRT_GRAPH_EXEC_MAGIC ||
+      !trt_stream_valid(stream)) {
+    return hipErrorInvalidValue;
+  }
+  if (exec->device != stream->device) return hipErrorInvalidDevice;
+  if (trt_capturing(stream)) return hipErrorStreamCaptureUnsupported;
+  trt_op_t* head = NULL;
+  trt_op_t** tail = &head;
+  for (const trt_op_t* op = exec->head; op; op = op->next) {
+    *tail = trt_op_clone(op);
+    tail = &(*tail)->next;
+  }
+  mtx_lock(&trt.mutex);
+  while (head) {
+    trt_op_t* op = head;
+    head = op->next;
+    trt_enqueue_locked(stream, op);
+  }
+  trt.counters.graph_launches++;
+  mtx_unlock(&trt.mutex);
+  return hipSuccess;
+}
+
+hipError_t hipGraphExecDestroy(hipGraphExec_t exec) {
+  TRT_COUNT(hipGraphExecDestroy);
+  if (!exec || exec->magic != TRT_GRAPH_EXEC_MAGIC) return hipErrorInvalidValue;
+  exec->magic = 0;
+  trt_op_list_free(exec->head);
+  free(exec);
+  mtx_lock(&trt.mutex);
+  trt.counters.live_graphs--;
+  mtx_unlock(&trt.mutex);
+  return hipSuccess;
+}
+
+hipError_t hipGraphDestroy(hipGraph_t graph) {
+  TRT_COUNT(hipGraphDestroy);
+  if (!graph || graph->magic != TRT_GRAPH_MAGIC) return hipErrorInvalidValue;
+  graph->magic = 0;
+  trt_op_list_free(graph->head);
+  free(graph);
+  mtx_lock(&trt.mutex);
+  trt.counters.live_graphs--;
+  mtx_unlock(&trt.mutex);
+  return hipSuccess;
+}
 
 void hlTestRuntimeGetCounters(hl_trt_counters_t* out) {
   trt_init();

@@ -27,6 +27,13 @@
 //                                     Heap::RemoveMemory does (ts->Wait())
 //                                     from ROCm 6.2 (default 0)
 //
+// Graphs: hipStreamBeginCapture (any mode) makes the stream add each kernel,
+// copy and memset to a graph instead of running it; what a graph of hipline's
+// cannot hold (events, host functions, allocation, synchronization, a
+// pageable copy) is refused with hipErrorStreamCaptureUnsupported. An
+// executable graph's launch enqueues a copy of the nodes, in order, on the
+// stream, where they run as any operation.
+//
 // Besides the HIP entry points it exports hlTestRuntimeGetCounters, which
 // tests use to see what the backend asked of the runtime.
 #ifndef HIPLINE_TESTS_HIP_TEST_RUNTIME_HIP_TEST_RUNTIME_H_
@@ -46,6 +53,8 @@ typedef struct hl_trt_counters_t {
   int64_t live_events;
   int64_t live_pinned;         // hipHostMalloc blocks not yet freed.
   int64_t event_synchronizes;  // hipEventSynchronize calls.
+  int64_t live_graphs;         // Graphs and executable graphs not destroyed.
+  int64_t graph_launches;
 } hl_trt_counters_t;
 
 typedef void (*hl_trt_get_counters_fn_t)(hl_trt_counters_t* out);

@@ -103,3 +103,18 @@ HL_HIP_PFN(REQUIRED, hipError_t, hipModuleLaunchKernel,
             unsigned int grid_z, unsigned int block_x, unsigned int block_y,
             unsigned int block_z, unsigned int shared_bytes, hipStream_t stream,
             void** kernel_params, void** extra))
+
+// Graphs, built by stream capture (runtime/backend/hip/hip_graph.c). ROCm
+// exports them from 4.3 on (hip_graph.cpp); OPTIONAL so that a library
+// without one of them still loads and command buffers replay instead.
+HL_HIP_PFN(OPTIONAL, hipError_t, hipStreamBeginCapture,
+           (hipStream_t stream, hipStreamCaptureMode mode))
+HL_HIP_PFN(OPTIONAL, hipError_t, hipStreamEndCapture,
+           (hipStream_t stream, hipGraph_t* graph))
+HL_HIP_PFN(OPTIONAL, hipError_t, hipGraphInstantiate,
+           (hipGraphExec_t * exec, hipGraph_t graph, void* error_node,
+            char* log_buffer, size_t log_size))
+HL_HIP_PFN(OPTIONAL, hipError_t, hipGraphLaunch,
+           (hipGraphExec_t exec, hipStream_t stream))
+HL_HIP_PFN(OPTIONAL, hipError_t, hipGraphExecDestroy, (hipGraphExec_t exec))
+HL_HIP_PFN(OPTIONAL, hipError_t, hipGraphDestroy, (hipGraph_t graph))

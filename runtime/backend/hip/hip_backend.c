@@ -9,6 +9,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/backend/hip/dynamic_symbols.h"
+#include "runtime/backend/hip/hip_graph.h"
 #include "runtime/backend/hip/hip_internal.h"
 #include "runtime/backend/hip/size_map.h"
 #include "runtime/backend/hip/status_util.h"
@@ -498,4 +499,11 @@ static const hl_backend_vtable_t hl_hip_backend_vtable = {
     .module_get_function = hl_hip_module_get_function,
     .launch_kernel = hl_hip_launch_kernel,
     .live_counts = hl_hip_live_counts,
+    .graph_capture = hl_hip_graph_capture,
+    .graph_launch = hl_hip_graph_launch,
+    .graph_destroy = hl_hip_graph_destroy,
 };
+
+const hl_hip_dynamic_symbols_t* hl_hip_backend_symbols(hl_backend_t* base) {
+  return hl_hip_backend_cast(base)->syms;
+}

@@ -30,7 +30,14 @@ typedef struct hl_ihipEvent_t* hipEvent_t;
 typedef struct hl_ihipMemPool_t* hipMemPool_t;
 typedef struct hl_ihipModule_t* hipModule_t;
 typedef struct hl_ihipFunction_t* hipFunction_t;
+typedef struct hl_ihipGraph_t* hipGraph_t;
+typedef struct hl_ihipGraphExec_t* hipGraphExec_t;
 typedef void* hipDeviceptr_t;
+
+// hipStreamCaptureMode (a C enum, passed as an int): ThreadLocal captures
+// only what the capturing thread enqueues and forbids nothing elsewhere.
+typedef int hipStreamCaptureMode;
+#define HL_HIP_STREAM_CAPTURE_MODE_THREAD_LOCAL 1
 
 // Host function and legacy stream callback signatures.
 typedef void (*hipHostFn_t)(void* user_data);
