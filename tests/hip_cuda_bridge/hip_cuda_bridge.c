@@ -27,6 +27,12 @@
 //   the threads that run host functions and aborts, naming the call, when
 //   one makes a HIP call, so a test fails loudly instead of hanging.
 //
+// - Graphs: stream capture, instantiation and launch map one to one onto
+//   cuStreamBeginCapture_v2, cuStreamEndCapture, cuGraphInstantiateWithFlags,
+//   cuGraphLaunch and the destroys.
+// - HL_HIP_TEST_RUNTIME_CALL_COUNTS=FILE counts every entry as the hip test
+//   runtime does (tests/hip_test_runtime/call_counts.h).
+//
 // It loads libcuda.so.1 with dlopen and declares the few driver types it
 // uses, so it builds on any machine; without libcuda every entry answers
 // hipErrorNoDevice, as libamdhip64 does on a machine without a GPU.
@@ -85,6 +91,8 @@ typedef struct CUevent_st* CUevent;
 typedef struct CUmemPoolHandle_st* CUmemoryPool;
 typedef struct CUmod_st* CUmodule;
 typedef struct CUfunc_st* CUfunction;
+typedef struct CUgraph_st* CUgraph;
+typedef struct CUgraphExec_st* CUgraphExec;
 typedef void (*CUhostFn)(void* user_data);
 typedef void (*CUstreamCallback)(CUstream stream, CUresult status,
                                  void* user_data);
@@ -122,50 +130,56 @@ enum {
 #define HL_CU_LAUNCH_PARAM_END ((void*)0x00)
 
 // The driver entries, by their exported (versioned) names.
-#define HL_CU_TABLE(X)                                                       \
-  X(cuInit, (unsigned int))                                                  \
-  X(cuDriverGetVersion, (int*))                                              \
-  X(cuDeviceGetCount, (int*))                                                \
-  X(cuDeviceGet, (CUdevice*, int))                                           \
-  X(cuDeviceGetName, (char*, int, CUdevice))                                 \
-  X(cuDeviceTotalMem_v2, (size_t*, CUdevice))                                \
-  X(cuDeviceGetAttribute, (int*, int, CUdevice))                             \
-  X(cuDevicePrimaryCtxRetain, (CUcontext*, CUdevice))                        \
-  X(cuCtxSetCurrent, (CUcontext))                                            \
-  X(cuCtxSynchronize, (void))                                                \
-  X(cuStreamCreate, (CUstream*, unsigned int))                               \
-  X(cuStreamDestroy_v2, (CUstream))                                          \
-  X(cuStreamSynchronize, (CUstream))                                         \
-  X(cuStreamQuery, (CUstream))                                               \
-  X(cuStreamWaitEvent, (CUstream, CUevent, unsigned int))                    \
-  X(cuLaunchHostFunc, (CUstream, CUhostFn, void*))                           \
-  X(cuStreamAddCallback, (CUstream, CUstreamCallback, void*, unsigned int))  \
-  X(cuEventCreate, (CUevent*, unsigned int))                                 \
-  X(cuEventDestroy_v2, (CUevent))                                            \
-  X(cuEventRecord, (CUevent, CUstream))                                      \
-  X(cuEventQuery, (CUevent))                                                 \
-  X(cuEventSynchronize, (CUevent))                                           \
-  X(cuEventElapsedTime, (float*, CUevent, CUevent))                          \
-  X(cuMemcpyAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream))             \
-  X(cuMemsetD32Async, (CUdeviceptr, unsigned int, size_t, CUstream))         \
-  X(cuMemHostAlloc, (void**, size_t, unsigned int))                          \
-  X(cuMemFreeHost, (void*))                                                  \
-  X(cuMemAllocAsync, (CUdeviceptr*, size_t, CUstream))                       \
-  X(cuMemFreeAsync, (CUdeviceptr, CUstream))                                 \
-  X(cuDeviceGetDefaultMemPool, (CUmemoryPool*, CUdevice))                    \
-  X(cuMemPoolCreate, (CUmemoryPool*, const hl_cu_mem_pool_props_t*))         \
-  X(cuMemPoolDestroy, (CUmemoryPool))                                        \
-  X(cuMemAllocFromPoolAsync, (CUdeviceptr*, size_t, CUmemoryPool, CUstream)) \
-  X(cuMemPoolSetAttribute, (CUmemoryPool, int, void*))                       \
-  X(cuMemPoolGetAttribute, (CUmemoryPool, int, void*))                       \
-  X(cuMemPoolTrimTo, (CUmemoryPool, size_t))                                 \
-  X(cuModuleLoadData, (CUmodule*, const void*))                              \
-  X(cuModuleLoad, (CUmodule*, const char*))                                  \
-  X(cuModuleUnload, (CUmodule))                                              \
-  X(cuModuleGetFunction, (CUfunction*, CUmodule, const char*))               \
-  X(cuLaunchKernel,                                                          \
-    (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,     \
-     unsigned int, unsigned int, unsigned int, CUstream, void**, void**))
+#define HL_CU_TABLE(X)                                                        \
+  X(cuInit, (unsigned int))                                                   \
+  X(cuDriverGetVersion, (int*))                                               \
+  X(cuDeviceGetCount, (int*))                                                 \
+  X(cuDeviceGet, (CUdevice*, int))                                            \
+  X(cuDeviceGetName, (char*, int, CUdevice))                                  \
+  X(cuDeviceTotalMem_v2, (size_t*, CUdevice))                                 \
+  X(cuDeviceGetAttribute, (int*, int, CUdevice))                              \
+  X(cuDevicePrimaryCtxRetain, (CUcontext*, CUdevice))                         \
+  X(cuCtxSetCurrent, (CUcontext))                                             \
+  X(cuCtxSynchronize, (void))                                                 \
+  X(cuStreamCreate, (CUstream*, unsigned int))                                \
+  X(cuStreamDestroy_v2, (CUstream))                                           \
+  X(cuStreamSynchronize, (CUstream))                                          \
+  X(cuStreamQuery, (CUstream))                                                \
+  X(cuStreamWaitEvent, (CUstream, CUevent, unsigned int))                     \
+  X(cuLaunchHostFunc, (CUstream, CUhostFn, void*))                            \
+  X(cuStreamAddCallback, (CUstream, CUstreamCallback, void*, unsigned int))   \
+  X(cuEventCreate, (CUevent*, unsigned int))                                  \
+  X(cuEventDestroy_v2, (CUevent))                                             \
+  X(cuEventRecord, (CUevent, CUstream))                                       \
+  X(cuEventQuery, (CUevent))                                                  \
+  X(cuEventSynchronize, (CUevent))                                            \
+  X(cuEventElapsedTime, (float*, CUevent, CUevent))                           \
+  X(cuMemcpyAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream))              \
+  X(cuMemsetD32Async, (CUdeviceptr, unsigned int, size_t, CUstream))          \
+  X(cuMemHostAlloc, (void**, size_t, unsigned int))                           \
+  X(cuMemFreeHost, (void*))                                                   \
+  X(cuMemAllocAsync, (CUdeviceptr*, size_t, CUstream))                        \
+  X(cuMemFreeAsync, (CUdeviceptr, CUstream))                                  \
+  X(cuDeviceGetDefaultMemPool, (CUmemoryPool*, CUdevice))                     \
+  X(cuMemPoolCreate, (CUmemoryPool*, const hl_cu_mem_pool_props_t*))          \
+  X(cuMemPoolDestroy, (CUmemoryPool))                                         \
+  X(cuMemAllocFromPoolAsync, (CUdeviceptr*, size_t, CUmemoryPool, CUstream))  \
+  X(cuMemPoolSetAttribute, (CUmemoryPool, int, void*))                        \
+  X(cuMemPoolGetAttribute, (CUmemoryPool, int, void*))                        \
+  X(cuMemPoolTrimTo, (CUmemoryPool, size_t))                                  \
+  X(cuModuleLoadData, (CUmodule*, const void*))                               \
+  X(cuModuleLoad, (CUmodule*, const char*))                                   \
+  X(cuModuleUnload, (CUmodule))                                               \
+  X(cuModuleGetFunction, (CUfunction*, CUmodule, const char*))                \
+  X(cuLaunchKernel,                                                           \
+    (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,      \
+     unsigned int, unsigned int, unsigned int, CUstream, void**, void**))     \
+  X(cuStreamBeginCapture_v2, (CUstream, int))                                 \
+  X(cuStreamEndCapture, (CUstream, CUgraph*))                                 \
+  X(cuGraphInstantiateWithFlags, (CUgraphExec*, CUgraph, unsigned long long)) \
+  X(cuGraphLaunch, (CUgraphExec, CUstream))                                   \
+  X(cuGraphExecDestroy, (CUgraphExec))                                        \
+  X(cuGraphDestroy, (CUgraph))
 
 #define HL_CU_MAX_DEVICES 16
 
@@ -889,4 +903,55 @@ HL_BRIDGE_EXPORT hipError_t hipModuleLaunchKernel(
   return bridge.cuLaunchKernel((CUfunction)function, grid_x, grid_y, grid_z,
                                block_x, block_y, block_z, shared_bytes,
                                (CUstream)stream, kernel_params, extra_arg);
+}
+
+//===----------------------------------------------------------------------===//
+// Graphs: HIP's stream capture and graph API is CUDA's, with the same
+// capture modes and error numbers.
+//===----------------------------------------------------------------------===//
+
+HL_BRIDGE_EXPORT hipError_t hipStreamBeginCapture(hipStream_t stream,
+                                                  hipStreamCaptureMode mode) {
+  BRIDGE_COUNT(hipStreamBeginCapture);
+  BRIDGE_ENTER("hipStreamBeginCapture");
+  return bridge.cuStreamBeginCapture_v2((CUstream)stream, mode);
+}
+
+HL_BRIDGE_EXPORT hipError_t hipStreamEndCapture(hipStream_t stream,
+                                                hipGraph_t* graph) {
+  BRIDGE_COUNT(hipStreamEndCapture);
+  BRIDGE_ENTER("hipStreamEndCapture");
+  return bridge.cuStreamEndCapture((CUstream)stream, (CUgraph*)graph);
+}
+
+HL_BRIDGE_EXPORT hipError_t hipGraphInstantiate(hipGraphExec_t* exec,
+                                                hipGraph_t graph,
+                                                void* error_node,
+                                                char* log_buffer,
+                                                size_t log_size) {
+  BRIDGE_COUNT(hipGraphInstantiate);
+  BRIDGE_ENTER("hipGraphInstantiate");
+  (void)error_node;
+  if (log_buffer && log_size) log_buffer[0] = '\0';
+  return bridge.cuGraphInstantiateWithFlags((CUgraphExec*)exec, (CUgraph)graph,
+                                            0);
+}
+
+HL_BRIDGE_EXPORT hipError_t hipGraphLaunch(hipGraphExec_t exec,
+                                           hipStream_t stream) {
+  BRIDGE_COUNT(hipGraphLaunch);
+  BRIDGE_ENTER("hipGraphLaunch");
+  return bridge.cuGraphLaunch((CUgraphExec)exec, (CUstream)stream);
+}
+
+HL_BRIDGE_EXPORT hipError_t hipGraphExecDestroy(hipGraphExec_t exec) {
+  BRIDGE_COUNT(hipGraphExecDestroy);
+  BRIDGE_ENTER("hipGraphExecDestroy");
+  return bridge.cuGraphExecDestroy((CUgraphExec)exec);
+}
+
+HL_BRIDGE_EXPORT hipError_t hipGraphDestroy(hipGraph_t graph) {
+  BRIDGE_COUNT(hipGraphDestroy);
+  BRIDGE_ENTER("hipGraphDestroy");
+  return bridge.cuGraphDestroy((CUgraph)graph);
 }
