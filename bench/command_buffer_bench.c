@@ -15,8 +15,16 @@
 //               size. Reports the fill bytes recorded and not filled, and the
 //               median time of one execution with and without elision.
 //
-// Usage: hipline-bench-command-buffer [--json] [--ops N] [--samples S]
-//                                     [--tensors T]
+// On the hip backend (--backend hip) the mix is fills and copies: an update
+// copies from host memory, which a command buffer replays on the stream
+// instead of launching as a graph (docs/backends.md). --executions E runs
+// the recorded command buffer E times per sample (the execute median is per
+// execution), so counts of HIP calls taken at two values of E give the calls
+// of one execution (HL_HIP_TEST_RUNTIME_CALL_COUNTS).
+//
+// Usage: hipline-bench-command-buffer [--json] [--backend host|hip]
+//                                     [--ops N] [--samples S] [--tensors T]
+//                                     [--executions E]
 // Uses the public API only.
 
 #include <stdbool.h>
@@ -55,6 +63,8 @@ static int64_t median(int64_t* v, size_t n) {
 }
 
 typedef struct results_t {
+  hl_backend_kind_t backend;
+  int64_t executions;  // Per sample.
   int64_t ops;
   int samples;
   double one_by_one_ns;  // Per operation.
@@ -71,10 +81,18 @@ typedef struct results_t {
 
 #define BUFFER_BYTES (64 * 1024)
 
+// The operation mix: fill, update, copy; on hip fill, fill, copy (see the
+// top of the file).
+static int64_t op_kind(int64_t i, hl_backend_kind_t backend) {
+  int64_t kind = i % 3;
+  return backend == HL_BACKEND_HIP && kind == 1 ? 0 : kind;
+}
+
 static void issue_one(hl_queue_t* q, hl_buffer_t* a, hl_buffer_t* b,
-                      const uint8_t* data, int64_t i) {
+                      const uint8_t* data, int64_t i,
+                      hl_backend_kind_t backend) {
   uint64_t slot = (uint64_t)(i % 512) * 64;
-  switch (i % 3) {
+  switch (op_kind(i, backend)) {
     case 0:
       CHECK(hl_queue_fill(q, NULL, NULL, a, slot, 64, (uint32_t)i));
       break;
@@ -88,9 +106,10 @@ static void issue_one(hl_queue_t* q, hl_buffer_t* a, hl_buffer_t* b,
 }
 
 static void record_one(hl_command_buffer_t* cb, hl_buffer_t* a, hl_buffer_t* b,
-                       const uint8_t* data, int64_t i) {
+                       const uint8_t* data, int64_t i,
+                       hl_backend_kind_t backend) {
   uint64_t slot = (uint64_t)(i % 512) * 64;
-  switch (i % 3) {
+  switch (op_kind(i, backend)) {
     case 0:
       CHECK(hl_command_buffer_fill(cb, a, slot, 64, (uint32_t)i));
       break;
@@ -117,24 +136,38 @@ static void bench_ops(hl_device_t* device, results_t* r) {
   int64_t* exec = calloc((size_t)r->samples, sizeof(int64_t));
   int64_t* rec = calloc((size_t)r->samples, sizeof(int64_t));
   if (!one || !exec || !rec) exit(1);
+  // Executed: one command buffer, recorded once and executed every sample
+  // (a backend that builds a graph does so at the first execution, here).
   hl_command_buffer_t* cb = NULL;
+  CHECK(hl_command_buffer_create(device, 0, &cb));
+  for (int64_t i = 0; i < r->ops; ++i)
+    record_one(cb, a, b, data, i, r->backend);
+  CHECK(hl_command_buffer_finalize(cb));
+  CHECK(hl_queue_execute(q, NULL, NULL, cb));
+  CHECK(hl_queue_wait_idle(q, hl_deadline_after(60000 * MS)));
   for (int s = 0; s < r->samples; ++s) {
     // One by one.
     hl_time_t t0 = hl_time_now();
-    for (int64_t i = 0; i < r->ops; ++i) issue_one(q, a, b, data, i);
+    for (int64_t i = 0; i < r->ops; ++i) {
+      issue_one(q, a, b, data, i, r->backend);
+    }
     one[s] = hl_time_now() - t0;
     CHECK(hl_queue_wait_idle(q, hl_deadline_after(60000 * MS)));
-    // Recorded (a fresh command buffer per sample for the record cost).
-    hl_command_buffer_release(cb);
-    cb = NULL;
+    // Recorded: a fresh command buffer per sample for the record cost.
     t0 = hl_time_now();
-    CHECK(hl_command_buffer_create(device, 0, &cb));
-    for (int64_t i = 0; i < r->ops; ++i) record_one(cb, a, b, data, i);
-    CHECK(hl_command_buffer_finalize(cb));
+    hl_command_buffer_t* fresh = NULL;
+    CHECK(hl_command_buffer_create(device, 0, &fresh));
+    for (int64_t i = 0; i < r->ops; ++i) {
+      record_one(fresh, a, b, data, i, r->backend);
+    }
+    CHECK(hl_command_buffer_finalize(fresh));
     rec[s] = hl_time_now() - t0;
+    hl_command_buffer_release(fresh);
     t0 = hl_time_now();
-    CHECK(hl_queue_execute(q, NULL, NULL, cb));
-    exec[s] = hl_time_now() - t0;
+    for (int64_t e = 0; e < r->executions; ++e) {
+      CHECK(hl_queue_execute(q, NULL, NULL, cb));
+    }
+    exec[s] = (hl_time_now() - t0) / r->executions;
     CHECK(hl_queue_wait_idle(q, hl_deadline_after(60000 * MS)));
   }
   r->one_by_one_ns = (double)median(one, (size_t)r->samples) / (double)r->ops;
@@ -240,6 +273,8 @@ int main(int argc, char** argv) {
   r.ops = 3000;
   r.samples = 21;
   r.tensors = 256;
+  r.executions = 1;
+  r.backend = HL_BACKEND_HOST;
   bool json = false;
   for (int i = 1; i < argc; ++i) {
     const char* next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -254,9 +289,25 @@ int main(int argc, char** argv) {
     } else if (strcmp(argv[i], "--tensors") == 0) {
       r.tensors = parse_count(argv[i], next, 1);
       ++i;
+    } else if (strcmp(argv[i], "--executions") == 0) {
+      r.executions = parse_count(argv[i], next, 1);
+      ++i;
+    } else if (strcmp(argv[i], "--backend") == 0) {
+      if (next && strcmp(next, "host") == 0) {
+        r.backend = HL_BACKEND_HOST;
+      } else if (next && strcmp(next, "hip") == 0) {
+        r.backend = HL_BACKEND_HIP;
+      } else {
+        fprintf(stderr, "--backend: expected host or hip, got '%s'\n",
+                next ? next : "(nothing)");
+        return 2;
+      }
+      ++i;
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("usage: %s [--json] [--ops N] [--samples S] [--tensors T]\n",
-             argv[0]);
+      printf(
+          "usage: %s [--json] [--backend host|hip] [--ops N] [--samples S] "
+          "[--tensors T] [--executions E]\n",
+          argv[0]);
       return 0;
     } else {
       fprintf(stderr, "unknown argument '%s' (try --help)\n", argv[i]);
@@ -265,7 +316,7 @@ int main(int argc, char** argv) {
   }
   hl_device_options_t options;
   hl_device_options_initialize(&options);
-  options.backend = HL_BACKEND_HOST;
+  options.backend = r.backend;
   hl_device_t* device = NULL;
   CHECK(hl_device_create(&options, hl_allocator_system(), &device));
   bench_ops(device, &r);
@@ -287,10 +338,11 @@ int main(int argc, char** argv) {
         (unsigned long long)r.fills_elided, (unsigned long long)r.fills_shrunk,
         r.padded_elided_us, r.padded_unelided_us);
   } else {
-    printf("hipline-bench-command-buffer (host backend, medians of %d)\n",
-           r.samples);
-    printf("  %lld ops (64 B fill, 16 B update, 64 B copy):\n",
-           (long long)r.ops);
+    printf("hipline-bench-command-buffer (%s backend, medians of %d)\n",
+           r.backend == HL_BACKEND_HIP ? "hip" : "host", r.samples);
+    printf("  %lld ops (%s):\n", (long long)r.ops,
+           r.backend == HL_BACKEND_HIP ? "64 B fills, 64 B copy"
+                                       : "64 B fill, 16 B update, 64 B copy");
     printf("    one by one          %10.1f ns/op\n", r.one_by_one_ns);
     printf("    command buffer      %10.1f ns/op (execute; %.1fx cheaper)\n",
            r.execute_ns, ratio);
