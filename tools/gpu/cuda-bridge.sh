@@ -6,6 +6,15 @@
 # libamdhip64.so.
 #
 #   bash tools/gpu/cuda-bridge.sh [BUILD_DIR] [ctest args...]
+#   bash tools/gpu/cuda-bridge.sh bench [BUILD_DIR]
+#
+# bench: instead of the tests, the hip backend's benchmarks, one table:
+# multistream (4 queues against 1, the submission latency), serving (5
+# runs: ops/s, their median and spread) and the command-buffer benchmark
+# (8 commands, one by one against one execution), each also run with
+# HL_HIP_TEST_RUNTIME_CALL_COUNTS so the table shows the HIP calls per
+# operation from the submitting thread and from hipline's (the difference of
+# two run lengths). About two minutes on one GPU.
 #
 # BUILD_DIR (default build) is a configured and built tree; its ctest file
 # names absolute paths, so run this where the tree was built (or behind a
@@ -17,6 +26,11 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+STEP=tests
+if [[ ${1:-} == bench ]]; then
+  STEP=bench
+  shift
+fi
 BUILD=${1:-$ROOT/build}
 shift || true
 BUILD=$(cd "$BUILD" && pwd)
@@ -38,6 +52,33 @@ export LD_LIBRARY_PATH=$BRIDGE_DIR${HL_CUDA_BRIDGE_LIBS:+:$HL_CUDA_BRIDGE_LIBS}$
 
 # The bridge must be what answers: hipline's report names its HIP version.
 HIPLINE_BACKEND=hip "$BUILD/bin/hipline-info" || true
+
+if [[ $STEP == bench ]]; then
+  OUT=$(mktemp -d)
+  trap 'rm -rf "$OUT"' EXIT
+  stress=$BUILD/bin/hipline-stress
+  cbbench=$BUILD/bin/hipline-bench-command-buffer
+  # Call counts: two run lengths each.
+  for n in 200 400; do
+    HL_HIP_TEST_RUNTIME_CALL_COUNTS=$OUT/calls-ms-$n.txt "$stress" --backend hip \
+      --workload multistream --iterations $n >/dev/null
+    HL_HIP_TEST_RUNTIME_CALL_COUNTS=$OUT/calls-sv-$((n / 10)).txt "$stress" --backend hip \
+      --workload serving --iterations $((n / 10)) --requests 8 >/dev/null
+  done
+  for e in 100 200; do
+    HL_HIP_TEST_RUNTIME_CALL_COUNTS=$OUT/calls-cb-$e.txt "$cbbench" --backend hip \
+      --ops 8 --samples 5 --executions $e --tensors 16 >/dev/null
+  done
+  # Timings, without the counter.
+  "$stress" --backend hip --workload multistream --json "$OUT/ms.json" >/dev/null
+  for run in 1 2 3 4 5; do
+    "$stress" --backend hip --workload serving --json "$OUT/sv-$run.json" >/dev/null
+  done
+  "$cbbench" --backend hip --ops 8 --samples 21 --executions 100 --json \
+    >"$OUT/cb.json"
+  python3 "$ROOT/tools/gpu/bench_table.py" "$OUT"
+  exit 0
+fi
 
 # requires-gpu: the hip copies of the conformance suites and the hip
 # backend's GPU suite. Then the cts suites whose hip copies exist only on

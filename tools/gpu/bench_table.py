@@ -1,0 +1,81 @@
+"""Prints the table of tools/gpu/cuda-bridge.sh's bench step.
+
+Reads, from the directory given, what the step wrote: the JSON of
+hipline-stress (multistream, five serving runs) and of
+hipline-bench-command-buffer, and the HIP call counts
+(HL_HIP_TEST_RUNTIME_CALL_COUNTS files) at two run lengths each, whose
+difference divided by the operations between them is the calls per
+operation (event creates and destroys left out: the event pool grows with
+how far the device falls behind, not with the operation).
+"""
+
+import json
+import os
+import statistics
+import sys
+
+
+def load_json(path):
+    with open(path) as f:
+        data = json.load(f)
+    return data[0] if isinstance(data, list) else data
+
+
+def load_counts(path):
+    counts = {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            name, _total, caller, runtime = line.split()
+            counts[name] = (int(caller), int(runtime))
+    return counts
+
+
+def per_op(directory, tag, short, long, ops):
+    a = load_counts(os.path.join(directory, f"calls-{tag}-{short}.txt"))
+    b = load_counts(os.path.join(directory, f"calls-{tag}-{long}.txt"))
+    caller = runtime = 0
+    for name, (c, r) in b.items():
+        if name in ("hipEventCreateWithFlags", "hipEventDestroy"):
+            continue
+        c0, r0 = a.get(name, (0, 0))
+        caller += c - c0
+        runtime += r - r0
+    return caller / ops, runtime / ops
+
+
+def main():
+    directory = sys.argv[1]
+    rows = []
+    ms = load_json(os.path.join(directory, "ms.json"))
+    # multistream: 4 queues and then 1, per iteration: 5 queue-iterations.
+    c, r = per_op(directory, "ms", 200, 400, 200 * 5)
+    rows.append(("multistream 4/1 (time ratio)", f"{ms['queue_scaling']:.2f}x",
+                 f"{c:.2f} / {r:.2f} per queue-iteration"))
+    rows.append(("multistream p50 submit", f"{ms['p50_us']:.1f} us", ""))
+    rates = [load_json(os.path.join(directory, f"sv-{i}.json"))["ops_per_s"]
+             for i in range(1, 6)]
+    median = statistics.median(rates)
+    spread = max(abs(x - median) / median for x in rates) * 100
+    c, r = per_op(directory, "sv", 20, 40, 20 * 8)
+    rows.append(("serving ops/s (median of 5)", f"{median:.0f}",
+                 f"{c:.2f} / {r:.2f} per request-step"))
+    rows.append(("serving runs", " ".join(f"{x:.0f}" for x in rates),
+                 f"max {spread:.0f}% from the median"))
+    cb = load_json(os.path.join(directory, "cb.json"))
+    c, r = per_op(directory, "cb", 100, 200, 5 * 100)
+    rows.append(("command buffer, 8 ops: one by one",
+                 f"{cb['one_by_one_ns_per_op'] * 8 / 1000:.1f} us", ""))
+    rows.append(("command buffer, 8 ops: one execution",
+                 f"{cb['execute_ns_per_op'] * 8 / 1000:.1f} us",
+                 f"{c:.2f} / {r:.2f} per execution"))
+    width = max(len(row[0]) for row in rows)
+    print(f"{'hip backend':<{width}}  {'value':>14}  "
+          "HIP calls (submitter / hipline's threads)")
+    for name, value, calls in rows:
+        print(f"{name:<{width}}  {value:>14}  {calls}")
+
+
+if __name__ == "__main__":
+    main()
