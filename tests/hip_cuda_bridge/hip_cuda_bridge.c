@@ -78,6 +78,15 @@ const char* const hl_call_counts_names[] = {
 const size_t hl_call_counts_name_count = BRIDGE_CALL_COUNT;
 #define BRIDGE_COUNT(name) hl_call_counts_add(BRIDGE_CALL_##name)
 
+static _Thread_local const char* tl_host_fn;  // Set while a host fn runs.
+
+// The driver's thread running one of hipline's host functions is the
+// runtime's (its calls, none allowed, abort anyway).
+bool hl_call_counts_library_thread(const char* thread_name) {
+  (void)thread_name;
+  return tl_host_fn != NULL;
+}
+
 //===----------------------------------------------------------------------===//
 // The driver API, as much as the bridge uses (cuda.h, CUDA 12 and 13)
 //===----------------------------------------------------------------------===//
@@ -193,9 +202,8 @@ static struct {
 } bridge;
 
 static once_flag bridge_once = ONCE_FLAG_INIT;
-static _Thread_local int tl_device;           // HIP's current device.
-static _Thread_local CUcontext tl_context;    // What this thread made current.
-static _Thread_local const char* tl_host_fn;  // Set while a host fn runs.
+static _Thread_local int tl_device;         // HIP's current device.
+static _Thread_local CUcontext tl_context;  // What this thread made current.
 
 static void bridge_die(const char* format, ...) {
   va_list args;
@@ -611,9 +619,6 @@ typedef struct {
 static void bridge_host_fn_trampoline(void* data) {
   bridge_host_call_t call = *(bridge_host_call_t*)data;
   free(data);
-  // The driver's callback thread runs hipline's host functions: its calls
-  // (none are allowed) would count as the runtime's.
-  hl_call_counts_mark_runtime_thread();
   tl_host_fn = call.fn ? "hipLaunchHostFunc" : "hipStreamAddCallback";
   if (call.fn) {
     call.fn(call.user);

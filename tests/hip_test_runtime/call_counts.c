@@ -13,20 +13,12 @@
 #include <sys/prctl.h>
 #endif
 
-typedef enum hl_call_thread_kind_e {
-  HL_CALL_THREAD_UNKNOWN = 0,
-  HL_CALL_THREAD_CALLER,
-  HL_CALL_THREAD_RUNTIME,
-} hl_call_thread_kind_t;
-
 static struct {
   once_flag once;
   bool enabled;
   char path[4096];
   atomic_llong calls[HL_CALL_COUNTS_MAX][2];  // [entry][0: caller, 1: runtime]
 } hl_call_counts_ = {.once = ONCE_FLAG_INIT};
-
-static _Thread_local hl_call_thread_kind_t hl_call_thread_kind_;
 
 // Written at exit, or when the library is unloaded (atexit in a shared
 // object runs at its dlclose).
@@ -68,23 +60,12 @@ static void hl_call_counts_initialize(void) {
   atexit(hl_call_counts_write);
 }
 
-void hl_call_counts_mark_runtime_thread(void) {
-  hl_call_thread_kind_ = HL_CALL_THREAD_RUNTIME;
-}
-
 bool hl_call_counts_on_runtime_thread(void) {
-  if (hl_call_thread_kind_ == HL_CALL_THREAD_UNKNOWN) {
-    hl_call_thread_kind_t kind = HL_CALL_THREAD_CALLER;
+  char name[17] = {0};
 #if defined(__linux__) && defined(PR_GET_NAME)
-    char name[17] = {0};
-    if (prctl(PR_GET_NAME, (unsigned long)name, 0ul, 0ul, 0ul) == 0 &&
-        strncmp(name, "hl-", 3) == 0) {
-      kind = HL_CALL_THREAD_RUNTIME;
-    }
+  if (prctl(PR_GET_NAME, (unsigned long)name, 0ul, 0ul, 0ul) != 0) name[0] = 0;
 #endif
-    hl_call_thread_kind_ = kind;
-  }
-  return hl_call_thread_kind_ == HL_CALL_THREAD_RUNTIME;
+  return strncmp(name, "hl-", 3) == 0 || hl_call_counts_library_thread(name);
 }
 
 void hl_call_counts_add(size_t index) {

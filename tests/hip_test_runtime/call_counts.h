@@ -10,9 +10,10 @@
 // from the library's own (its stream workers and callback thread: hipline's
 // host functions run there); CALLER counts calls from every other thread,
 // the embedder's submitting threads. hipline names each thread it creates
-// "hl-..." (hl_thread_set_name, first thing in the thread) and the library
-// marks its own with hl_call_counts_mark_runtime_thread, so a thread's kind
-// is known at its first call and kept for its life.
+// "hl-..." (hl_thread_set_name, first thing in the thread); the library
+// says which threads are its own (hl_call_counts_library_thread). The
+// thread's name is read at each counted call: no thread-local state, which
+// LeakSanitizer's thread scan trips over in a dlopened library's threads.
 //
 // Counts are deterministic for a deterministic workload; tests take the
 // difference of two run lengths so that set-up cancels.
@@ -37,9 +38,9 @@ extern const size_t hl_call_counts_name_count;
 // branch. Thread-safe.
 void hl_call_counts_add(size_t index);
 
-// Marks the calling thread as the library's own (its calls count as
-// RUNTIME). Call before the thread's first HIP call.
-void hl_call_counts_mark_runtime_thread(void);
+// Whether the calling thread, named |thread_name|, is the library's own
+// (defined by the library that counts).
+bool hl_call_counts_library_thread(const char* thread_name);
 
 // Whether the calling thread is hipline's or the library's own.
 bool hl_call_counts_on_runtime_thread(void);

@@ -58,6 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <threads.h>
 #include <time.h>
 
@@ -100,6 +101,12 @@ const char* const hl_call_counts_names[] = {
 };
 const size_t hl_call_counts_name_count = TRT_CALL_COUNT;
 #define TRT_COUNT(name) hl_call_counts_add(TRT_CALL_##name)
+
+// The runtime's own threads are named "trt-..." (its stream workers and
+// callback thread).
+bool hl_call_counts_library_thread(const char* thread_name) {
+  return strncmp(thread_name, "trt-", 4) == 0;
+}
 
 #ifndef HL_TRT_ROCM_MAJOR
 #define HL_TRT_ROCM_MAJOR 6
@@ -394,7 +401,7 @@ static bool trt_event_valid(hipEvent_t event) {
 
 static int trt_callback_main(void* arg) {
   (void)arg;
-  hl_call_counts_mark_runtime_thread();
+  prctl(PR_SET_NAME, (unsigned long)"trt-callback", 0ul, 0ul, 0ul);
   mtx_lock(&trt.mutex);
   for (;;) {
     while (!trt.jobs_head) cnd_wait(&trt.cond, &trt.mutex);
@@ -469,7 +476,7 @@ static void trt_execute(trt_op_t* op) {
 
 static int trt_stream_main(void* arg) {
   hipStream_t stream = arg;
-  hl_call_counts_mark_runtime_thread();
+  prctl(PR_SET_NAME, (unsigned long)"trt-stream", 0ul, 0ul, 0ul);
   mtx_lock(&trt.mutex);
   for (;;) {
     while (!stream->head && !stream->exiting) {
