@@ -8,3 +8,13 @@ hl_add_test(call_budget_test
 add_dependencies(call_budget_test hl_hip_test_runtime_6_2)
 set_tests_properties(call_budget_test PROPERTIES
   ENVIRONMENT "LD_LIBRARY_PATH=${hl_trt_dir}/rocm-6.2")
+
+# Lazy device timepoints: an event recorded for a late waiter never marks a
+# point before the producer's work (slow streams: the test runtime's delays).
+hl_add_test(lazy_timepoint_test
+  SOURCES lazy_timepoint_test.c
+  LABELS hip timeline concurrency
+  TIMEOUT 120)
+add_dependencies(lazy_timepoint_test hl_hip_test_runtime_6_2)
+set_tests_properties(lazy_timepoint_test PROPERTIES
+  ENVIRONMENT "LD_LIBRARY_PATH=${hl_trt_dir}/rocm-6.2;HL_HIP_TEST_RUNTIME_DELAY_US=300")
