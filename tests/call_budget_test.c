@@ -144,6 +144,7 @@ static int child_main(const char* op, long n) {
     HL_ASSERT_OK(hl_queue_dealloca(c.queues[0], NULL, NULL, c.buffers[i]));
     hl_buffer_release(c.buffers[i]);
   }
+  HL_ASSERT_OK(hl_device_wait_idle(c.device, HL_INFINITE_FUTURE));
   for (size_t i = 0; i < 2; ++i) hl_queue_release(c.queues[i]);
   hl_device_release(c.device);
   return 0;
