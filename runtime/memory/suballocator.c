@@ -71,6 +71,7 @@ struct hl_suballocation_t {
   hl_sa_slab_t* slab;
   uint64_t offset;
   uint64_t size;
+  uint64_t requested;   // Bytes asked for (live blocks; the account).
   uint64_t free_value;  // Timepoint of the free on |free_queue|.
   uint32_t free_queue;  // HL_SUBALLOC_NO_QUEUE: reusable by every queue.
   uint32_t freed_by;    // Queue of the last free (statistics).
@@ -597,6 +598,43 @@ static void hl_sa_release_and_trim_pool(hl_suballocator_t* sa,
 }
 
 //===----------------------------------------------------------------------===//
+// Account
+//===----------------------------------------------------------------------===//
+
+// Adds |slab|'s bytes to |out| (see hl_suballocator_account_t).
+static void hl_sa_account_slab(const hl_sa_slab_t* slab,
+                               hl_suballocator_account_t* out) {
+  bool live = false;
+  for (const hl_suballocation_t* b = slab->first; b; b = b->next) {
+    if (b->free) continue;
+    live = true;
+    out->requested_bytes += b->requested;
+    out->rounding_bytes += b->size - b->requested;
+  }
+  if (!live) {
+    out->free_slab_bytes += slab->size;
+    return;
+  }
+  for (const hl_suballocation_t* b = slab->first; b; b = b->next) {
+    if (!b->free) continue;
+    if (b->next) {
+      out->fragment_bytes += b->size;
+    } else {
+      out->tail_bytes += b->size;
+    }
+  }
+}
+
+static void hl_sa_account_locked(const hl_suballocator_t* sa,
+                                 hl_suballocator_account_t* out) {
+  memset(out, 0, sizeof(*out));
+  out->slab_bytes = sa->stats.slab_bytes;
+  for (const hl_sa_slab_t* s = sa->slabs; s; s = s->next) {
+    hl_sa_account_slab(s, out);
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // API
 //===----------------------------------------------------------------------===//
 
@@ -707,7 +745,11 @@ bool hl_suballocator_try_alloc_locked(hl_suballocator_t* sa, uint64_t size,
   hl_suballocation_t* spare = hl_sa_block_new(sa);
   bool taken = spare && hl_sa_take_free_locked(sa, pool, rounded, queue_id,
                                                spare, out_ptr, out_allocation);
-  if (spare && !taken) hl_sa_block_recycle(sa, spare);
+  if (taken) {
+    (*out_allocation)->requested = size;
+  } else if (spare) {
+    hl_sa_block_recycle(sa, spare);
+  }
   return taken;
 }
 
@@ -735,6 +777,7 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
   }
   if (hl_sa_take_free_locked(sa, pool, rounded, queue_id, spare, out_ptr,
                              out_allocation)) {
+    (*out_allocation)->requested = size;
     hl_spinlock_unlock(sa->lock);
     return NULL;
   }
@@ -784,9 +827,15 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
     hl_spinlock_unlock(sa->lock);
     return st;
   }
+  uint64_t peak = sa->stats.slab_bytes_peak;
   hl_suballocation_t* b =
       hl_sa_attach_new_locked(sa, slab, first, pool, queue_id, timeline, value);
   hl_sa_take(sa, b, rounded, spare);
+  b->requested = size;
+  // A new peak is reached on this slow path only: account for it.
+  if (sa->stats.slab_bytes_peak > peak) {
+    hl_sa_account_locked(sa, &sa->stats.peak_account);
+  }
   *out_ptr = b->slab->base + b->offset;
   *out_allocation = b;
   hl_spinlock_unlock(sa->lock);
@@ -868,6 +917,13 @@ void hl_suballocator_stats(hl_suballocator_t* sa,
       }
     }
   }
+  hl_spinlock_unlock(sa->lock);
+}
+
+void hl_suballocator_account(hl_suballocator_t* sa,
+                             hl_suballocator_account_t* out_account) {
+  hl_spinlock_lock(sa->lock);
+  hl_sa_account_locked(sa, out_account);
   hl_spinlock_unlock(sa->lock);
 }
 
