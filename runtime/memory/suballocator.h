@@ -3,9 +3,10 @@
 //
 // Policy (see suballocator.c for the reasons):
 // - sizes round up to 256 bytes; requests up to 1 MiB come from small slabs
-//   (up to 2 MiB), requests up to 20 MiB from large slabs (up to 40 MiB),
-//   bigger ones get a slab of their own (rounded up to 2 MiB) whose tail
-//   serves others; slabs grow geometrically with what the pool holds;
+//   (up to 2 MiB), requests up to 20 MiB from large slabs (a whole number of
+//   copies of the request that grew the slab, about 40 MiB), bigger ones get
+//   a slab of their own size whose free space later serves others; slabs
+//   grow geometrically with what the pool holds;
 // - free blocks sit in TLSF-style bins (16 per power of two) and a request
 //   takes the smallest usable block of the first bin that has one; blocks
 //   split on allocation and coalesce with free neighbours on free;
