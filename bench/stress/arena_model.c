@@ -251,6 +251,13 @@ hl_status_t hl_arena_model_free(hl_arena_model_t* model, uint32_t id) {
   return hl_ok_status();
 }
 
+uint64_t hl_arena_model_address(const hl_arena_model_t* model, uint32_t id) {
+  if (!model || id >= model->live_capacity || !model->live[id]) {
+    return UINT64_MAX;
+  }
+  return model->live[id]->addr;
+}
+
 void hl_arena_model_query_stats(const hl_arena_model_t* model,
                                 hl_arena_model_stats_t* out_stats) {
   if (!out_stats) return;

@@ -61,6 +61,9 @@ hl_status_t hl_arena_model_alloc(hl_arena_model_t* model, uint32_t id,
 // Frees the allocation under |id|. NOT_FOUND when |id| is not live.
 hl_status_t hl_arena_model_free(hl_arena_model_t* model, uint32_t id);
 
+// The address of the live allocation |id|, or UINT64_MAX when it is not live.
+uint64_t hl_arena_model_address(const hl_arena_model_t* model, uint32_t id);
+
 void hl_arena_model_query_stats(const hl_arena_model_t* model,
                                 hl_arena_model_stats_t* out_stats);
 
