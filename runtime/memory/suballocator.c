@@ -24,10 +24,8 @@
 //   The bigger large slab lowers the share of each slab left over at the
 //   peak; the growth keeps small workloads small. A small request takes a
 //   free block of a large slab before asking the driver for a new small
-//   slab. On the shared traces these rules hold peak reserved within 1.4%
-//   of an ideal best-fit arena (bench/stress/arena_model.h) and 5-6% below
-//   PyTorch's caching allocator; the result moves by a few percent with
-//   the 40 MiB target, so it is a measured point, not a bound.
+//   slab. docs/memory.md has what these rules reserve on the shared traces
+//   against an ideal best-fit arena and PyTorch's allocator.
 // - Reuse across queues follows the timeline: a free block carries the
 //   timepoint of its dealloca, and another queue may take it only once that
 //   timepoint is reached (a non-blocking atomic read of the semaphore). We
