@@ -76,8 +76,10 @@ struct hl_suballocation_t {
   hl_sa_slab_t* slab;
   uint64_t offset;
   uint64_t size;
-  uint64_t requested;   // Bytes asked for (live blocks; the account).
-  uint64_t free_value;  // Timepoint of the free on |free_queue|.
+  union {
+    uint64_t free_value;  // Free: timepoint of the free on |free_queue|.
+    uint64_t requested;   // Live: bytes asked for (the account).
+  };
   uint32_t free_queue;  // HL_SUBALLOC_NO_QUEUE: reusable by every queue.
   uint32_t freed_by;    // Queue of the last free (statistics).
   uint32_t bin;
@@ -307,7 +309,8 @@ static bool hl_sa_coalesce_slab(hl_suballocator_t* sa, hl_sa_slab_t* slab) {
 }
 
 // Marks |b| (binned, free, at least |size|) allocated, splitting off the
-// rest as a free block with the same timepoint.
+// rest as a free block with the same timepoint (the caller then sets
+// |b->requested|, which shares the timepoint's storage).
 static void hl_sa_take(hl_suballocator_t* sa, hl_suballocation_t* b,
                        uint64_t size, hl_suballocation_t* spare) {
   hl_sa_bin_remove(sa, b);
@@ -709,8 +712,9 @@ void hl_suballocator_destroy(hl_suballocator_t* sa) {
 // Serves a |rounded|-byte request of queue |queue_id| from free space, if
 // any is usable, splitting with |spare| (consumed only then). |lock| held.
 static bool hl_sa_take_free_locked(hl_suballocator_t* sa, uint32_t pool,
-                                   uint64_t rounded, uint32_t queue_id,
-                                   hl_suballocation_t* spare, void** out_ptr,
+                                   uint64_t rounded, uint64_t requested,
+                                   uint32_t queue_id, hl_suballocation_t* spare,
+                                   void** out_ptr,
                                    hl_suballocation_t** out_allocation) {
   hl_suballocation_t* b = hl_sa_find(sa, pool, rounded, queue_id);
   // Memory already held beats asking the driver: a small request may take
@@ -733,6 +737,7 @@ static bool hl_sa_take_free_locked(hl_suballocator_t* sa, uint32_t pool,
     ++sa->stats.cross_queue_reuses;
   }
   hl_sa_take(sa, b, rounded, spare);
+  b->requested = requested;
   *out_ptr = b->slab->base + b->offset;
   *out_allocation = b;
   return true;
@@ -747,13 +752,10 @@ bool hl_suballocator_try_alloc_locked(hl_suballocator_t* sa, uint64_t size,
   uint64_t rounded = (size + HL_SA_ALIGNMENT - 1) & ~(HL_SA_ALIGNMENT - 1);
   uint32_t pool = rounded <= HL_SA_SMALL_MAX ? 0 : 1;
   hl_suballocation_t* spare = hl_sa_block_new(sa);
-  bool taken = spare && hl_sa_take_free_locked(sa, pool, rounded, queue_id,
-                                               spare, out_ptr, out_allocation);
-  if (taken) {
-    (*out_allocation)->requested = size;
-  } else if (spare) {
-    hl_sa_block_recycle(sa, spare);
-  }
+  bool taken =
+      spare && hl_sa_take_free_locked(sa, pool, rounded, size, queue_id, spare,
+                                      out_ptr, out_allocation);
+  if (spare && !taken) hl_sa_block_recycle(sa, spare);
   return taken;
 }
 
@@ -779,9 +781,8 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "allocating suballocator metadata");
   }
-  if (hl_sa_take_free_locked(sa, pool, rounded, queue_id, spare, out_ptr,
+  if (hl_sa_take_free_locked(sa, pool, rounded, size, queue_id, spare, out_ptr,
                              out_allocation)) {
-    (*out_allocation)->requested = size;
     hl_spinlock_unlock(sa->lock);
     return NULL;
   }
