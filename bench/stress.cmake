@@ -38,6 +38,7 @@ add_executable(hipline-stress
   ${CMAKE_CURRENT_SOURCE_DIR}/stress/workload_serving.c
   ${CMAKE_CURRENT_SOURCE_DIR}/stress/workload_replay.c
   ${CMAKE_CURRENT_SOURCE_DIR}/stress/torch_model.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/stress/arena_model.c
   ${CMAKE_CURRENT_SOURCE_DIR}/replay_log.c)
 target_include_directories(hipline-stress PRIVATE ${PROJECT_SOURCE_DIR})
 target_compile_definitions(hipline-stress PRIVATE

@@ -71,6 +71,11 @@ static hl_suballocator_stats_t sa_stats(sa_fixture_t* f) {
   return s;
 }
 
+static uint64_t account_sum(const hl_suballocator_account_t* a) {
+  return a->requested_bytes + a->rounding_bytes + a->tail_bytes +
+         a->fragment_bytes + a->free_slab_bytes;
+}
+
 // Blocks split off one slab in address order, and frees coalesce back into
 // one block whatever the order.
 static void test_split_and_coalesce(void** state) {
@@ -172,6 +177,90 @@ static void test_fresh_slab_tail_is_stream_ordered(void** state) {
   hl_suballocator_free(f.sa, a, f.stream, 0, NULL, 0);
   hl_suballocator_free(f.sa, b, f.stream, 1, NULL, 0);
   hl_suballocator_free(f.sa, c, f.stream, 2, NULL, 0);
+  sa_fixture_deinit(&f);
+}
+
+// A large slab holds a whole number of copies of the request that grew it
+// (the fewest that reach the geometric target), and a request above 20 MiB
+// gets a slab of exactly its rounded size: no tail left by a fixed slab size
+// or by 2 MiB rounding.
+static void test_slabs_fit_the_request_that_grew_them(void** state) {
+  (void)state;
+  sa_fixture_t f;
+  sa_fixture_init(&f, 0);
+  hl_suballocation_t *a, *b, *big, *c, *d;
+  // Empty pool: target 2 MiB; 1.5 MiB twice makes a 3 MiB slab, full.
+  char* pa = sa_alloc(&f, 1536 * KIB, 0, 1, &a);
+  char* pb = sa_alloc(&f, 1536 * KIB, 0, 2, &b);
+  assert_ptr_equal(pb, pa + 1536 * KIB);
+  hl_suballocator_stats_t s = sa_stats(&f);
+  assert_int_equal(s.slabs, 1);
+  assert_int_equal(s.slab_bytes, 3 * MIB);
+  // 200 MiB + 100 B: a slab of its own, rounded to 256 B only.
+  sa_alloc(&f, 200 * MIB + 100, 0, 3, &big);
+  s = sa_stats(&f);
+  assert_int_equal(s.slabs, 2);
+  assert_int_equal(s.slab_bytes, 3 * MIB + 200 * MIB + 256);
+  // The pool holds over 128 MiB: the target is 40 MiB, and a 6 MiB request
+  // gets 7 copies (42 MiB); 3 MiB more fits in the same slab.
+  sa_alloc(&f, 6 * MIB, 0, 4, &c);
+  s = sa_stats(&f);
+  assert_int_equal(s.slab_bytes, 3 * MIB + 200 * MIB + 256 + 42 * MIB);
+  sa_alloc(&f, 3 * MIB, 0, 5, &d);
+  assert_int_equal(sa_stats(&f).slabs, 3);
+  hl_suballocation_t* all[] = {a, b, big, c, d};
+  for (int i = 0; i < 5; ++i) {
+    hl_suballocator_free(f.sa, all[i], f.stream, 0, NULL, 0);
+  }
+  sa_fixture_deinit(&f);
+}
+
+// The account puts every slab byte in one part: requested, rounding, the
+// free end of a slab in use, other free blocks of slabs in use, and slabs
+// with nothing live; the peak account is the one taken when the slab bytes
+// last reached a new peak.
+static void test_account_parts_sum_to_the_slabs(void** state) {
+  (void)state;
+  sa_fixture_t f;
+  sa_fixture_init(&f, 0);
+  hl_suballocation_t *a, *b, *c, *d;
+  // An 8 KiB small slab: a (1000 B -> 1 KiB), b, c (2 KiB each).
+  sa_alloc(&f, 1000, 0, 1, &a);
+  hl_suballocator_account_t peak = sa_stats(&f).peak_account;
+  assert_int_equal(peak.slab_bytes, 8 * KIB);
+  assert_int_equal(peak.requested_bytes, 1000);
+  assert_int_equal(peak.rounding_bytes, 24);
+  assert_int_equal(peak.tail_bytes, 7 * KIB);
+  assert_int_equal(account_sum(&peak), peak.slab_bytes);
+  sa_alloc(&f, 2 * KIB, 0, 2, &b);
+  sa_alloc(&f, 2 * KIB, 0, 3, &c);
+  hl_suballocator_free(f.sa, b, f.stream, 0, NULL, 0);
+  // A 1.5 MiB request grows a 3 MiB large slab: a new peak.
+  sa_alloc(&f, 1536 * KIB, 0, 4, &d);
+  peak = sa_stats(&f).peak_account;
+  assert_int_equal(peak.slab_bytes, 8 * KIB + 3 * MIB);
+  assert_int_equal(peak.requested_bytes, 1000 + 2 * KIB + 1536 * KIB);
+  assert_int_equal(peak.rounding_bytes, 24);
+  assert_int_equal(peak.tail_bytes, 3 * KIB + 1536 * KIB);
+  assert_int_equal(peak.fragment_bytes, 2 * KIB);
+  assert_int_equal(peak.free_slab_bytes, 0);
+  assert_int_equal(account_sum(&peak), peak.slab_bytes);
+  // Freed, the large slab is held whole until trimmed.
+  hl_suballocator_free(f.sa, d, f.stream, 0, NULL, 0);
+  hl_suballocator_account_t now;
+  hl_suballocator_account(f.sa, &now);
+  assert_int_equal(now.slab_bytes, 8 * KIB + 3 * MIB);
+  assert_int_equal(now.free_slab_bytes, 3 * MIB);
+  assert_int_equal(now.fragment_bytes, 2 * KIB);
+  assert_int_equal(now.tail_bytes, 3 * KIB);
+  assert_int_equal(account_sum(&now), now.slab_bytes);
+  // The peak account stays the peak's.
+  assert_int_equal(sa_stats(&f).peak_account.free_slab_bytes, 0);
+  hl_suballocator_free(f.sa, a, f.stream, 0, NULL, 0);
+  hl_suballocator_free(f.sa, c, f.stream, 0, NULL, 0);
+  hl_suballocator_account(f.sa, &now);
+  assert_int_equal(now.free_slab_bytes, now.slab_bytes);
+  assert_int_equal(account_sum(&now), now.slab_bytes);
   sa_fixture_deinit(&f);
 }
 
@@ -349,7 +438,19 @@ static void test_randomized_against_model(void** state) {
     }
     uint64_t used = 0;
     for (int i = 0; i < live_count; ++i) used += live[i].size;
-    assert_int_equal(sa_stats(&f).used_bytes, used);
+    hl_suballocator_stats_t now = sa_stats(&f);
+    assert_int_equal(now.used_bytes, used);
+    if (step % 64 == 0) {
+      // The account's parts sum to the slabs, now and at the peak.
+      hl_suballocator_account_t a;
+      hl_suballocator_account(f.sa, &a);
+      assert_int_equal(a.slab_bytes, now.slab_bytes);
+      assert_int_equal(a.requested_bytes + a.rounding_bytes, used);
+      assert_int_equal(account_sum(&a), a.slab_bytes);
+      assert_int_equal(now.peak_account.slab_bytes, now.slab_bytes_peak);
+      assert_int_equal(account_sum(&now.peak_account),
+                       now.peak_account.slab_bytes);
+    }
   }
   for (int i = 0; i < live_count; ++i) {
     hl_suballocator_free(f.sa, live[i].allocation, f.stream, live[i].queue,
@@ -918,6 +1019,8 @@ int main(void) {
       cmocka_unit_test(test_split_and_coalesce),
       cmocka_unit_test(test_cross_queue_reuse_waits_for_timepoint),
       cmocka_unit_test(test_fresh_slab_tail_is_stream_ordered),
+      cmocka_unit_test(test_slabs_fit_the_request_that_grew_them),
+      cmocka_unit_test(test_account_parts_sum_to_the_slabs),
       cmocka_unit_test(test_trim_releases_whole_free_slabs),
       cmocka_unit_test(test_oom_trims_then_fails_with_sizes),
       cmocka_unit_test(test_randomized_against_model),

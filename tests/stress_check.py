@@ -209,6 +209,43 @@ def case_replay_traces(a):
               "%s: torch model %d below peak live %d" %
               (p, r["torch_model_peak_reserved_bytes"], r["peak_live_bytes"]))
         check("pytorch model" in proc.stdout, "table lacks the pytorch model")
+        check_arena_and_account(p, r, proc.stdout)
+        # The pool's target on the shared traces (one queue each, so the
+        # replay is deterministic): within 1.5% of the ideal arena and no
+        # more than PyTorch's caching allocator.
+        check(r["peak_reserved_bytes"] <= 1.015 * r["arena_peak_reserved_bytes"],
+              "%s: reserved %d above 1.015 x the arena's %d" %
+              (p, r["peak_reserved_bytes"], r["arena_peak_reserved_bytes"]))
+        check(r["peak_reserved_bytes"] <= r["torch_model_peak_reserved_bytes"],
+              "%s: reserved %d above the torch model's %d" %
+              (p, r["peak_reserved_bytes"],
+               r["torch_model_peak_reserved_bytes"]))
+
+
+def check_arena_and_account(name, r, stdout):
+    """The arena column and the pool's account at its peak in |r| (a replay
+    row) and in the notes line of |stdout|."""
+    arena = r["arena_peak_reserved_bytes"]
+    check(arena >= r["peak_live_bytes"],
+          "%s: arena %d below peak live %d" % (name, arena,
+                                                r["peak_live_bytes"]))
+    check(abs(r["arena_reserved_over_live"] -
+              arena / r["peak_live_bytes"]) < 1e-3, "arena ratio")
+    check(abs(r["reserved_over_arena"] -
+              r["peak_reserved_bytes"] / arena) < 1e-3, "reserved/arena")
+    a = r["peak_account"]
+    parts = (a["requested_bytes"] + a["rounding_bytes"] + a["tail_bytes"] +
+             a["fragment_bytes"] + a["free_slab_bytes"])
+    check(a["slab_bytes"] > 0 and parts == a["slab_bytes"],
+          "%s: account parts %d do not sum to the slabs %d" %
+          (name, parts, a["slab_bytes"]))
+    check(a["slab_bytes"] <= r["peak_reserved_bytes"],
+          "%s: slabs at the peak above the peak reserved" % name)
+    # (A zero-byte allocation of the log is replayed as 1 byte.)
+    check(a["requested_bytes"] <= r["peak_live_bytes"] + r["peak_live_count"],
+          "%s: requested at the peak above the log's live peak" % name)
+    for word in ("arena", "rounding", "tails", "fragments", "free slabs"):
+        check(word in stdout, "notes lack %r" % word)
 
 
 def case_replay_csv(a):
@@ -221,7 +258,7 @@ def case_replay_csv(a):
                 "1,0:00:00.000004,allocate,0x1000,500,0x1\n"
                 "1,0:00:00.000005,free,0x9000,3000,0x2\n")
     out = os.path.join(a.work, "small.json")
-    run([csv, "--json", out, "--backend", "host"], a.stress)
+    proc = run([csv, "--json", out, "--backend", "host"], a.stress)
     (r,) = load(out)
     check(r["workload"] == "replay", "positional log did not mean replay")
     check(r["peak_live_bytes"] == 4000, "peak live %d" % r["peak_live_bytes"])
@@ -229,6 +266,11 @@ def case_replay_csv(a):
     # The PyTorch model: 1000, 3000 and 500 bytes share one 2 MiB segment.
     check(r["torch_model_peak_reserved_bytes"] == 2 << 20,
           "torch model %d" % r["torch_model_peak_reserved_bytes"])
+    # The arena: 1000 -> 1 KiB at 0, 3000 -> 3 KiB at 1 KiB (top 4 KiB),
+    # 500 -> 512 B in the freed 1 KiB hole.
+    check(r["arena_peak_reserved_bytes"] == 4096,
+          "arena %d" % r["arena_peak_reserved_bytes"])
+    check_arena_and_account(csv, r, proc.stdout)
 
 
 def case_malformed_log(a):

@@ -35,6 +35,34 @@ static const stress_result_t* async_row(const stress_result_t* results,
   return NULL;
 }
 
+static double ratio(uint64_t a, uint64_t b) {
+  return b ? (double)a / (double)b : 0.0;
+}
+
+// The replay's notes: the log's live peak, hipline, PyTorch's model and the
+// ideal arena against it, and where hipline's slab bytes above the
+// requested ones went at its peak.
+static void replay_notes(const stress_result_t* r, char* notes,
+                         size_t capacity) {
+  char live[16], torch[16], arena[16], round[16], tail[16], frag[16], slab[16];
+  uint64_t live_bytes = r->log_peak_live_bytes;
+  snprintf(
+      notes, capacity,
+      "log peak live %s; reserved/live %.3f; pytorch model %s (%.3f); "
+      "arena %s (%.3f); above live at peak: rounding %s, tails %s, "
+      "fragments %s, free slabs %s",
+      human_bytes(live_bytes, live, sizeof(live)),
+      ratio(r->peak_reserved_bytes, live_bytes),
+      human_bytes(r->torch_model_peak_reserved_bytes, torch, sizeof(torch)),
+      ratio(r->torch_model_peak_reserved_bytes, live_bytes),
+      human_bytes(r->arena_peak_reserved_bytes, arena, sizeof(arena)),
+      ratio(r->arena_peak_reserved_bytes, live_bytes),
+      human_bytes(r->pool_peak_rounding_bytes, round, sizeof(round)),
+      human_bytes(r->pool_peak_tail_bytes, tail, sizeof(tail)),
+      human_bytes(r->pool_peak_fragment_bytes, frag, sizeof(frag)),
+      human_bytes(r->pool_peak_free_slab_bytes, slab, sizeof(slab)));
+}
+
 void stress_report_table(FILE* out, const stress_result_t* results,
                          size_t count) {
   if (count == 0) return;
@@ -48,7 +76,7 @@ void stress_report_table(FILE* out, const stress_result_t* results,
           "alias", "fb_rel", "vfail", "uaf", "thr/asyn", "res/asyn", "notes");
   for (size_t i = 0; i < count; ++i) {
     const stress_result_t* r = &results[i];
-    char used[16], reserved[16], nalias[24], notes[128];
+    char used[16], reserved[16], nalias[24], notes[320];
     snprintf(nalias, sizeof(nalias), "%d(%s)", r->assume_no_alias ? 1 : 0,
              !strcmp(r->assume_no_alias_source, "environment") ? "env"
              : !strcmp(r->assume_no_alias_source, "api")       ? "api"
@@ -58,17 +86,7 @@ void stress_report_table(FILE* out, const stress_result_t* results,
       snprintf(notes, sizeof(notes), "%u queues take %.2fx the time of 1",
                r->queues, r->queue_scaling);
     } else if (r->workload == STRESS_WORKLOAD_REPLAY) {
-      char live[16], torch[16];
-      double live_bytes = (double)r->log_peak_live_bytes;
-      snprintf(
-          notes, sizeof(notes),
-          "log peak live %s; reserved/live %.2f; pytorch model %s "
-          "(%.2f)",
-          human_bytes(r->log_peak_live_bytes, live, sizeof(live)),
-          live_bytes ? (double)r->peak_reserved_bytes / live_bytes : 0.0,
-          human_bytes(r->torch_model_peak_reserved_bytes, torch, sizeof(torch)),
-          live_bytes ? (double)r->torch_model_peak_reserved_bytes / live_bytes
-                     : 0.0);
+      replay_notes(r, notes, sizeof(notes));
     }
     if (r->partial) {
       snprintf(notes, sizeof(notes), "PARTIAL (interrupted)");
@@ -207,7 +225,11 @@ void stress_report_legend(FILE* out) {
       {"notes (replay)",
        "the log's peak live bytes; reserved / live; the peak "
        "reserved of a model of PyTorch's caching allocator on the same "
-       "events (bench/stress/torch_model.h) and its ratio to live"},
+       "events (bench/stress/torch_model.h) and of an ideal best-fit arena "
+       "(bench/stress/arena_model.h), each with its ratio to live; where "
+       "the pool's slab bytes above the requested ones were at its peak "
+       "(rounding to 256 B, free ends of slabs in use, other free blocks "
+       "of slabs in use, slabs with nothing live)"},
       {"oracle",
        "dispatch: fill/verify kernels on the queues; "
        "host-readback: a build without dispatch"},
@@ -291,10 +313,27 @@ static void json_result(FILE* f, const stress_result_t* r) {
             ",\n   \"torch_model_peak_reserved_bytes\": %llu, "
             "\"torch_model_reserved_over_live\": %.4f",
             (unsigned long long)r->torch_model_peak_reserved_bytes,
-            r->log_peak_live_bytes
-                ? (double)r->torch_model_peak_reserved_bytes /
-                      (double)r->log_peak_live_bytes
-                : 0.0);
+            ratio(r->torch_model_peak_reserved_bytes, r->log_peak_live_bytes));
+    fprintf(f,
+            ",\n   \"arena_peak_reserved_bytes\": %llu, "
+            "\"arena_reserved_over_live\": %.4f, "
+            "\"reserved_over_arena\": %.4f, "
+            "\"reserved_over_torch_model\": %.4f",
+            (unsigned long long)r->arena_peak_reserved_bytes,
+            ratio(r->arena_peak_reserved_bytes, r->log_peak_live_bytes),
+            ratio(r->peak_reserved_bytes, r->arena_peak_reserved_bytes),
+            ratio(r->peak_reserved_bytes, r->torch_model_peak_reserved_bytes));
+    fprintf(f,
+            ",\n   \"peak_account\": {\"slab_bytes\": %llu, "
+            "\"requested_bytes\": %llu, \"rounding_bytes\": %llu, "
+            "\"tail_bytes\": %llu, \"fragment_bytes\": %llu, "
+            "\"free_slab_bytes\": %llu}",
+            (unsigned long long)r->pool_peak_slab_bytes,
+            (unsigned long long)r->pool_peak_requested_bytes,
+            (unsigned long long)r->pool_peak_rounding_bytes,
+            (unsigned long long)r->pool_peak_tail_bytes,
+            (unsigned long long)r->pool_peak_fragment_bytes,
+            (unsigned long long)r->pool_peak_free_slab_bytes);
   }
   fprintf(f,
           ",\n   \"partial\": %s, \"error\": ", r->partial ? "true" : "false");

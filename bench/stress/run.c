@@ -334,6 +334,12 @@ hl_status_t stress_run_finish(stress_run_t* run, hl_time_t start, hl_time_t end,
   if (!mst) {
     r->peak_used_bytes = mem.bytes_in_use_peak;
     r->peak_reserved_bytes = mem.bytes_reserved_peak;
+    r->pool_peak_slab_bytes = mem.pool_peak_slab_bytes;
+    r->pool_peak_requested_bytes = mem.pool_peak_requested_bytes;
+    r->pool_peak_rounding_bytes = mem.pool_peak_rounding_bytes;
+    r->pool_peak_tail_bytes = mem.pool_peak_tail_bytes;
+    r->pool_peak_fragment_bytes = mem.pool_peak_fragment_bytes;
+    r->pool_peak_free_slab_bytes = mem.pool_peak_free_slab_bytes;
     r->fallback_releases = mem.fallback_releases_frontier +
                            mem.fallback_releases_device_sync +
                            mem.fallback_releases_ordered;

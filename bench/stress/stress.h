@@ -132,6 +132,18 @@ typedef struct stress_result_t {
   // replay: peak reserved bytes of the PyTorch caching allocator model
   // (torch_model.h) on the same events, no device limit.
   uint64_t torch_model_peak_reserved_bytes;
+  // replay: peak reserved bytes of the ideal best-fit arena (arena_model.h)
+  // on the same events.
+  uint64_t arena_peak_reserved_bytes;
+  // hipline's pool when its slab bytes last reached a new peak: the slab
+  // bytes and where they went (hl_memory_stats_t's pool_peak_*); the slab
+  // bytes above the requested ones are the sum of the last four.
+  uint64_t pool_peak_slab_bytes;
+  uint64_t pool_peak_requested_bytes;
+  uint64_t pool_peak_rounding_bytes;
+  uint64_t pool_peak_tail_bytes;
+  uint64_t pool_peak_fragment_bytes;
+  uint64_t pool_peak_free_slab_bytes;
   // The run was cut short by SIGINT or SIGTERM.
   bool partial;
   // A failure that ended the run early ("" when none).

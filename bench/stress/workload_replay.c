@@ -10,7 +10,8 @@
 // Reported: the pool's peak reserved bytes against the log's own peak live
 // bytes, and what PyTorch's caching allocator would reserve for the same
 // events (torch_model.h: simulated in this process once per log, on one
-// stream, with no device limit; no device involved).
+// stream, with no device limit; no device involved) and an ideal best-fit
+// arena would (arena_model.h: the least a non-moving allocator reserves).
 
 #include <errno.h>
 #include <signal.h>
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "bench/replay_log.h"
+#include "bench/stress/arena_model.h"
 #include "bench/stress/stress.h"
 #include "bench/stress/torch_model.h"
 
@@ -45,6 +47,7 @@ static struct {
   hl_replay_log_t log;
   hl_replay_summary_t summary;
   hl_torch_model_stats_t torch_model;
+  hl_arena_model_stats_t arena;
 } replay_cache;
 
 void stress_replay_cleanup(void);
@@ -252,6 +255,8 @@ static hl_status_t replay_load(const char* path) {
   hl_replay_log_summarize(&replay_cache.log, &replay_cache.summary);
   HL_RETURN_IF_ERROR_PLAIN(
       hl_torch_model_replay(&replay_cache.log, 0, &replay_cache.torch_model));
+  HL_RETURN_IF_ERROR_PLAIN(
+      hl_arena_model_replay(&replay_cache.log, &replay_cache.arena));
   replay_cache.loaded = true;
   return hl_ok_status();
 }
@@ -287,6 +292,7 @@ hl_status_t stress_workload_replay(const stress_options_t* options,
   result->log_peak_live_count = replay_cache.summary.peak_live_count;
   result->torch_model_peak_reserved_bytes =
       replay_cache.torch_model.peak_reserved_bytes;
+  result->arena_peak_reserved_bytes = replay_cache.arena.peak_reserved_bytes;
 
   uint32_t k = options->queues;
   if (!k) {

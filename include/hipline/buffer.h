@@ -212,6 +212,15 @@ typedef struct hl_memory_stats_t {
   uint64_t pool_slab_releases;        // Slabs given back to the driver.
   uint64_t pool_block_reuses;         // Allocas served without the driver.
   uint64_t pool_cross_queue_reuses;   // Blocks reused by another queue.
+  // Where the slab bytes were when they last reached a new peak (the
+  // allocation that grew them included); every byte is in one part:
+  // slab = requested + rounding + tail + fragment + free_slab.
+  uint64_t pool_peak_slab_bytes;
+  uint64_t pool_peak_requested_bytes;  // Asked for by live allocas.
+  uint64_t pool_peak_rounding_bytes;   // Handed out beyond the request.
+  uint64_t pool_peak_tail_bytes;       // Free ends of slabs in use.
+  uint64_t pool_peak_fragment_bytes;   // Other free blocks of slabs in use.
+  uint64_t pool_peak_free_slab_bytes;  // Slabs with no live alloca.
 } hl_memory_stats_t;
 
 // Device-wide statistics.

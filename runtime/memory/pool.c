@@ -211,5 +211,12 @@ hl_status_t hl_memory_pool_fill_stats(hl_device_t* device,
   out->pool_slab_releases = s.slab_releases;
   out->pool_block_reuses = s.block_reuses;
   out->pool_cross_queue_reuses = s.cross_queue_reuses;
+  const hl_suballocator_account_t* peak = &s.peak_account;
+  out->pool_peak_slab_bytes = peak->slab_bytes;
+  out->pool_peak_requested_bytes = peak->requested_bytes;
+  out->pool_peak_rounding_bytes = peak->rounding_bytes;
+  out->pool_peak_tail_bytes = peak->tail_bytes;
+  out->pool_peak_fragment_bytes = peak->fragment_bytes;
+  out->pool_peak_free_slab_bytes = peak->free_slab_bytes;
   return NULL;
 }

@@ -5,22 +5,27 @@
 //   the traces most requests are small tensors where 512 wastes more.
 // - Small (<= 1 MiB) and large requests live in separate slabs, so
 //   long-lived small tensors seldom pin large slabs. Requests above 20 MiB
-//   get a slab of their own, rounded up to 2 MiB (the
-//   driver's granularity); when they are freed, the slab's free space serves
-//   later large requests by splitting, and coalesces back on free.
+//   get a slab of their own, of their own size (no 2 MiB rounding: the
+//   driver's stream-ordered pool suballocates it); when they are freed, the
+//   slab's free space serves later large requests by splitting, and
+//   coalesces back on free.
 // - Free blocks are binned TLSF-style: 16 bins per power of two (a bin spans
 //   at most 1/16 of its size), one bitmap per pool. A request scans its own
 //   bin for the smallest usable block that fits, then takes the smallest
 //   usable block of the next non-empty bin. That is best fit to within
 //   6.25% with O(1) bin lookup, instead of PyTorch's ordered-set search.
-// - Slabs are 2 MiB (small) and 40 MiB (large; requests up to 20 MiB share
-//   them, the same half-a-slab rule as PyTorch's 10-of-20 MiB), but they
-//   grow geometrically from 8 KiB / 2 MiB with what the pool holds. The
-//   bigger large slab lowers the share of each slab left over at the peak;
-//   the growth keeps small workloads small. A small request takes a free
-//   block of a large slab before asking the driver for a new small slab.
-//   On both shared traces these rules took peak reserved / peak live from
-//   1.06 and 1.09 (PyTorch's constants) to 1.03 and 1.05.
+// - Slabs target 2 MiB (small) and 40 MiB (large; requests up to 20 MiB
+//   share them, the same half-a-slab rule as PyTorch's 10-of-20 MiB), but
+//   they grow geometrically from 8 KiB / 2 MiB with what the pool holds.
+//   A large slab holds a whole number of copies of the request that grew
+//   it, the fewest that reach the target: tensors come in groups of one
+//   size, and slabs they fill leave no tail (with fixed 40 MiB slabs, the
+//   tails were half the bytes above live at the peak of the shared traces).
+//   The bigger large slab lowers the share of each slab left over at the
+//   peak; the growth keeps small workloads small. A small request takes a
+//   free block of a large slab before asking the driver for a new small
+//   slab. docs/memory.md has what these rules reserve on the shared traces
+//   against an ideal best-fit arena and PyTorch's allocator.
 // - Reuse across queues follows the timeline: a free block carries the
 //   timepoint of its dealloca, and another queue may take it only once that
 //   timepoint is reached (a non-blocking atomic read of the semaphore). We
@@ -54,7 +59,7 @@
 #define HL_SA_SMALL_MIN_SLAB ((uint64_t)8 << 10)
 #define HL_SA_LARGE_MAX ((uint64_t)20 << 20)
 #define HL_SA_LARGE_SLAB ((uint64_t)40 << 20)
-#define HL_SA_SLAB_ROUNDING ((uint64_t)2 << 20)
+#define HL_SA_LARGE_MIN_SLAB ((uint64_t)2 << 20)
 #define HL_SA_MAX_SIZE ((uint64_t)1 << 48)
 #define HL_SA_BINS 640u
 #define HL_SA_BITMAP_WORDS (HL_SA_BINS / 64u)
@@ -71,7 +76,10 @@ struct hl_suballocation_t {
   hl_sa_slab_t* slab;
   uint64_t offset;
   uint64_t size;
-  uint64_t free_value;  // Timepoint of the free on |free_queue|.
+  union {
+    uint64_t free_value;  // Free: timepoint of the free on |free_queue|.
+    uint64_t requested;   // Live: bytes asked for (the account).
+  };
   uint32_t free_queue;  // HL_SUBALLOC_NO_QUEUE: reusable by every queue.
   uint32_t freed_by;    // Queue of the last free (statistics).
   uint32_t bin;
@@ -301,7 +309,8 @@ static bool hl_sa_coalesce_slab(hl_suballocator_t* sa, hl_sa_slab_t* slab) {
 }
 
 // Marks |b| (binned, free, at least |size|) allocated, splitting off the
-// rest as a free block with the same timepoint.
+// rest as a free block with the same timepoint (the caller then sets
+// |b->requested|, which shares the timepoint's storage).
 static void hl_sa_take(hl_suballocator_t* sa, hl_suballocation_t* b,
                        uint64_t size, hl_suballocation_t* spare) {
   hl_sa_bin_remove(sa, b);
@@ -359,23 +368,22 @@ static uint64_t hl_sa_pow2_ceil(uint64_t v) {
 }
 
 // Slabs grow geometrically with what the pool already holds (a quarter of
-// it, as a power of two) up to 2 MiB (small) or 40 MiB (large), so a small
-// workload does not reserve a 20 MiB slab for a 2 MiB tensor, and a large
-// one soon gets full-size slabs.
+// it, as a power of two, from 8 KiB / 2 MiB up to 2 MiB / 40 MiB), so a
+// small workload does not reserve a 40 MiB slab for a 2 MiB tensor, and a
+// large one soon gets full-size slabs. A large slab holds a whole number of
+// copies of the request that grew it (the fewest that reach the target):
+// tensors of one size come in groups, and a slab they fill leaves no tail.
+// A request above 20 MiB gets a slab of its own size.
 static uint64_t hl_sa_slab_size(const hl_suballocator_t* sa, uint32_t pool,
                                 uint64_t size) {
-  uint64_t round = HL_SA_SLAB_ROUNDING;
-  if (pool == 1 && size > HL_SA_LARGE_MAX) {
-    return (size + round - 1) & ~(round - 1);
-  }
-  uint64_t min = pool ? HL_SA_SLAB_ROUNDING : HL_SA_SMALL_MIN_SLAB;
+  if (pool == 1 && size > HL_SA_LARGE_MAX) return size;
+  uint64_t min = pool ? HL_SA_LARGE_MIN_SLAB : HL_SA_SMALL_MIN_SLAB;
   uint64_t max = pool ? HL_SA_LARGE_SLAB : HL_SA_SMALL_SLAB;
   uint64_t target = hl_sa_pow2_ceil(sa->pool_bytes[pool] / 4);
   target = target < min ? min : target > max ? max : target;
-  uint64_t need = pool ? size : hl_sa_pow2_ceil(size);
-  uint64_t slab = need > target ? need : target;
-  if (pool) slab = (slab + round - 1) & ~(round - 1);
-  return slab;
+  if (pool == 1) return (target + size - 1) / size * size;
+  uint64_t need = hl_sa_pow2_ceil(size);
+  return need > target ? need : target;
 }
 
 // Gets |slab_size| bytes from the backend on |stream| for a new slab (no
@@ -597,6 +605,43 @@ static void hl_sa_release_and_trim_pool(hl_suballocator_t* sa,
 }
 
 //===----------------------------------------------------------------------===//
+// Account
+//===----------------------------------------------------------------------===//
+
+// Adds |slab|'s bytes to |out| (see hl_suballocator_account_t).
+static void hl_sa_account_slab(const hl_sa_slab_t* slab,
+                               hl_suballocator_account_t* out) {
+  bool live = false;
+  for (const hl_suballocation_t* b = slab->first; b; b = b->next) {
+    if (b->free) continue;
+    live = true;
+    out->requested_bytes += b->requested;
+    out->rounding_bytes += b->size - b->requested;
+  }
+  if (!live) {
+    out->free_slab_bytes += slab->size;
+    return;
+  }
+  for (const hl_suballocation_t* b = slab->first; b; b = b->next) {
+    if (!b->free) continue;
+    if (b->next) {
+      out->fragment_bytes += b->size;
+    } else {
+      out->tail_bytes += b->size;
+    }
+  }
+}
+
+static void hl_sa_account_locked(const hl_suballocator_t* sa,
+                                 hl_suballocator_account_t* out) {
+  memset(out, 0, sizeof(*out));
+  out->slab_bytes = sa->stats.slab_bytes;
+  for (const hl_sa_slab_t* s = sa->slabs; s; s = s->next) {
+    hl_sa_account_slab(s, out);
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // API
 //===----------------------------------------------------------------------===//
 
@@ -667,8 +712,9 @@ void hl_suballocator_destroy(hl_suballocator_t* sa) {
 // Serves a |rounded|-byte request of queue |queue_id| from free space, if
 // any is usable, splitting with |spare| (consumed only then). |lock| held.
 static bool hl_sa_take_free_locked(hl_suballocator_t* sa, uint32_t pool,
-                                   uint64_t rounded, uint32_t queue_id,
-                                   hl_suballocation_t* spare, void** out_ptr,
+                                   uint64_t rounded, uint64_t requested,
+                                   uint32_t queue_id, hl_suballocation_t* spare,
+                                   void** out_ptr,
                                    hl_suballocation_t** out_allocation) {
   hl_suballocation_t* b = hl_sa_find(sa, pool, rounded, queue_id);
   // Memory already held beats asking the driver: a small request may take
@@ -691,6 +737,7 @@ static bool hl_sa_take_free_locked(hl_suballocator_t* sa, uint32_t pool,
     ++sa->stats.cross_queue_reuses;
   }
   hl_sa_take(sa, b, rounded, spare);
+  b->requested = requested;
   *out_ptr = b->slab->base + b->offset;
   *out_allocation = b;
   return true;
@@ -705,8 +752,9 @@ bool hl_suballocator_try_alloc_locked(hl_suballocator_t* sa, uint64_t size,
   uint64_t rounded = (size + HL_SA_ALIGNMENT - 1) & ~(HL_SA_ALIGNMENT - 1);
   uint32_t pool = rounded <= HL_SA_SMALL_MAX ? 0 : 1;
   hl_suballocation_t* spare = hl_sa_block_new(sa);
-  bool taken = spare && hl_sa_take_free_locked(sa, pool, rounded, queue_id,
-                                               spare, out_ptr, out_allocation);
+  bool taken =
+      spare && hl_sa_take_free_locked(sa, pool, rounded, size, queue_id, spare,
+                                      out_ptr, out_allocation);
   if (spare && !taken) hl_sa_block_recycle(sa, spare);
   return taken;
 }
@@ -733,7 +781,7 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "allocating suballocator metadata");
   }
-  if (hl_sa_take_free_locked(sa, pool, rounded, queue_id, spare, out_ptr,
+  if (hl_sa_take_free_locked(sa, pool, rounded, size, queue_id, spare, out_ptr,
                              out_allocation)) {
     hl_spinlock_unlock(sa->lock);
     return NULL;
@@ -784,9 +832,15 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
     hl_spinlock_unlock(sa->lock);
     return st;
   }
+  uint64_t peak = sa->stats.slab_bytes_peak;
   hl_suballocation_t* b =
       hl_sa_attach_new_locked(sa, slab, first, pool, queue_id, timeline, value);
   hl_sa_take(sa, b, rounded, spare);
+  b->requested = size;
+  // A new peak is reached on this slow path only: account for it.
+  if (sa->stats.slab_bytes_peak > peak) {
+    hl_sa_account_locked(sa, &sa->stats.peak_account);
+  }
   *out_ptr = b->slab->base + b->offset;
   *out_allocation = b;
   hl_spinlock_unlock(sa->lock);
@@ -868,6 +922,13 @@ void hl_suballocator_stats(hl_suballocator_t* sa,
       }
     }
   }
+  hl_spinlock_unlock(sa->lock);
+}
+
+void hl_suballocator_account(hl_suballocator_t* sa,
+                             hl_suballocator_account_t* out_account) {
+  hl_spinlock_lock(sa->lock);
+  hl_sa_account_locked(sa, out_account);
   hl_spinlock_unlock(sa->lock);
 }
 

@@ -3,9 +3,10 @@
 //
 // Policy (see suballocator.c for the reasons):
 // - sizes round up to 256 bytes; requests up to 1 MiB come from small slabs
-//   (up to 2 MiB), requests up to 20 MiB from large slabs (up to 40 MiB),
-//   bigger ones get a slab of their own (rounded up to 2 MiB) whose tail
-//   serves others; slabs grow geometrically with what the pool holds;
+//   (up to 2 MiB), requests up to 20 MiB from large slabs (a whole number of
+//   copies of the request that grew the slab, about 40 MiB), bigger ones get
+//   a slab of their own size whose free space later serves others; slabs
+//   grow geometrically with what the pool holds;
 // - free blocks sit in TLSF-style bins (16 per power of two) and a request
 //   takes the smallest usable block of the first bin that has one; blocks
 //   split on allocation and coalesce with free neighbours on free;
@@ -41,6 +42,20 @@ typedef struct hl_suballocation_t hl_suballocation_t;
 
 #define HL_SUBALLOC_NO_QUEUE UINT32_MAX
 
+// Where the slab bytes went at one moment: every slab byte is in exactly one
+// of the parts, so requested + rounding + tail + fragment + free_slab ==
+// slab_bytes.
+typedef struct hl_suballocator_account_t {
+  uint64_t slab_bytes;       // Slabs held.
+  uint64_t requested_bytes;  // Asked for by the live suballocations.
+  uint64_t rounding_bytes;   // Handed out beyond the request (256 B granule).
+  // Free bytes of slabs that hold a live suballocation: the free block that
+  // ends such a slab (a tail), and the other free blocks (fragments).
+  uint64_t tail_bytes;
+  uint64_t fragment_bytes;
+  uint64_t free_slab_bytes;  // Slabs with no live suballocation.
+} hl_suballocator_account_t;
+
 typedef struct hl_suballocator_stats_t {
   uint64_t slabs;                // Slabs held now.
   uint64_t slab_bytes;           // Bytes of those slabs (reserved).
@@ -55,6 +70,9 @@ typedef struct hl_suballocator_stats_t {
   uint64_t block_reuses;         // Allocations served without the backend.
   uint64_t cross_queue_reuses;   // Of those, blocks freed by another queue.
   uint64_t pending_skips;        // Blocks passed over: free not yet reached.
+  // The account taken when slab_bytes last reached a new peak (with the
+  // allocation that grew it in place).
+  hl_suballocator_account_t peak_account;
 } hl_suballocator_stats_t;
 
 // Creates a suballocator over |backend|'s pool. Whole free slabs beyond
@@ -124,6 +142,10 @@ void hl_suballocator_stats(hl_suballocator_t* suballocator,
 uint64_t hl_suballocator_slab_bytes_locked(hl_suballocator_t* suballocator);
 // Sets the peaks of the statistics to the current values (takes the lock).
 void hl_suballocator_reset_peaks(hl_suballocator_t* suballocator);
+
+// Fills |out_account| with where the slab bytes are now.
+void hl_suballocator_account(hl_suballocator_t* suballocator,
+                             hl_suballocator_account_t* out_account);
 
 // Checks the internal invariants (address order, coalescing, byte counts,
 // bins); returns a status naming the first violation. For tests.

@@ -308,6 +308,12 @@ class MemoryStats:
     pool_slab_releases: int
     pool_block_reuses: int
     pool_cross_queue_reuses: int
+    pool_peak_slab_bytes: int
+    pool_peak_requested_bytes: int
+    pool_peak_rounding_bytes: int
+    pool_peak_tail_bytes: int
+    pool_peak_fragment_bytes: int
+    pool_peak_free_slab_bytes: int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -105,7 +105,10 @@ class memory_stats_t(Structure):
         ("pool_fragmentation", c_double)] + [(n, c_uint64) for n in (
             "pool_pending_free_blocks", "pool_slab_allocs",
             "pool_slab_releases", "pool_block_reuses",
-            "pool_cross_queue_reuses")]
+            "pool_cross_queue_reuses", "pool_peak_slab_bytes",
+            "pool_peak_requested_bytes", "pool_peak_rounding_bytes",
+            "pool_peak_tail_bytes", "pool_peak_fragment_bytes",
+            "pool_peak_free_slab_bytes")]
 
 
 class invocation_stats_t(Structure):
