@@ -45,6 +45,7 @@ static inline bool hl_quiet_faults_none(void) {
 // hl_queue_quiet_locked (the queue's state, under its lock).
 //
 // hl_quiet_eligible:
+// - a queue is given (argument errors are the general path's to report);
 // - |ops| is empty, or one op with run_at_once (hl_op_vtable_t);
 // - no fault injection (HIPLINE_FAULTS), so no injected failure or delay
 //   is skipped;
@@ -61,7 +62,7 @@ static inline bool hl_quiet_eligible(hl_queue_t* queue,
                                      const hl_fence_t* wait_fence,
                                      const hl_fence_t* signal_fence,
                                      const hl_op_t* ops) {
-  if (!hl_ops_may_complete_at_once(ops) || !hl_quiet_faults_none() ||
+  if (!queue || !hl_ops_may_complete_at_once(ops) || !hl_quiet_faults_none() ||
       queue->device->checked ||
       atomic_load_explicit(&queue->failed, memory_order_relaxed) ||
       atomic_load_explicit(&queue->pump_scheduled, memory_order_relaxed) ||
