@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "hipline/executable.h"
 #include "hipline/invocation.h"
 
 #ifdef __cplusplus
@@ -75,6 +76,32 @@ HL_API hl_status_t hl_queue_dispatch(hl_queue_t* queue,
                                      const hl_dispatch_config_t* config,
                                      size_t arg_count,
                                      const hl_kernel_arg_t* args);
+
+// Launches kernel |kernel_name| of the user executable |executable| (see
+// hipline/executable.h) with |arg_count| arguments: one per explicit
+// argument of the kernel's signature (its AMDGPU metadata; hidden arguments
+// are the runtime's), in order. A "global_buffer" argument takes a BUFFER
+// argument (a NULL buffer passes a null pointer; otherwise
+// [offset, offset+length) is the range the kernel may touch, declared with
+// the |access| it needs: reads are recorded in the root's use fence and
+// writes in its mutation barrier too, as for hl_queue_dispatch); a
+// "by_value" argument of 1..8 bytes takes a SCALAR argument of that size.
+// The executable is retained until the work completes.
+// - INVALID_ARGUMENT names the argument (index and metadata name): a wrong
+//   count, kind or scalar size; an access that is not a hl_access_t; a
+//   buffer on another device than |queue|.
+// - OUT_OF_RANGE: the range is not within the buffer.
+// - UNIMPLEMENTED: an argument of another value kind (images, samplers,
+//   by-value structs over 8 bytes).
+// - NOT_FOUND: the device has no compatible object (naming the targets
+//   offered and the device's), or the object has no such kernel.
+// The device's object is loaded on its first dispatch. Use after free is
+// caught as for hl_queue_dispatch.
+HL_API hl_status_t hl_queue_dispatch_executable(
+    hl_queue_t* queue, const hl_fence_t* wait_fence,
+    const hl_fence_t* signal_fence, hl_executable_t* executable,
+    const char* kernel_name, const hl_dispatch_config_t* config,
+    size_t arg_count, const hl_kernel_arg_t* args);
 
 // The pattern oracle: the value fill_pattern writes to word |index| for
 // |seed| (same function on host and device).
