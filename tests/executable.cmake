@@ -106,3 +106,11 @@ set_property(TEST executable_test_hiprt APPEND PROPERTY ENVIRONMENT
 hl_add_cts_variant(executable_test targets
   HL_HIP_TEST_RUNTIME_TARGETS=gfx90a:sramecc+:xnack-,gfx1100,gfx803
   HL_HIP_TEST_RUNTIME_DEVICES=3)
+
+# Native-stream interop (hl_queue_native_call) on both backends.
+hl_add_test(native_call_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/native_call_test.c
+  LABELS dispatch executable
+  TIMEOUT 120)
+target_link_libraries(native_call_test PRIVATE ${CMAKE_DL_LIBS})
+hl_add_cts(native_call_test)
