@@ -83,6 +83,8 @@ if(HIPLINE_HIPCC AND HIPLINE_HIPCC_EXECUTABLE)
 endif()
 add_custom_target(hl_user_kernels ALL DEPENDS ${hl_uk_outputs} hl_user_kernels_host)
 string(REPLACE ";" "," hl_uk_target_list "${hl_uk_targets}")
+set(HIPLINE_USER_KERNEL_TARGETS "${hl_uk_target_list}" CACHE INTERNAL
+    "GPU targets the user kernel set is built for (examples/user_kernels.c)")
 
 hl_add_test(executable_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/executable_test.c
