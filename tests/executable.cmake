@@ -88,7 +88,7 @@ set(HIPLINE_USER_KERNEL_TARGETS "${hl_uk_target_list}" CACHE INTERNAL
 
 hl_add_test(executable_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/executable_test.c
-  LABELS executable dispatch
+  LABELS executable dispatch concurrency
   TIMEOUT 120)
 target_include_directories(executable_test SYSTEM PRIVATE ${HIPLINE_MSGPACK_INCLUDE_DIR})
 target_link_libraries(executable_test PRIVATE m ${CMAKE_DL_LIBS})
@@ -112,7 +112,7 @@ hl_add_cts_variant(executable_test targets
 # Native-stream interop (hl_queue_native_call) on both backends.
 hl_add_test(native_call_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/native_call_test.c
-  LABELS dispatch executable
+  LABELS dispatch executable concurrency
   TIMEOUT 120)
 target_link_libraries(native_call_test PRIVATE ${CMAKE_DL_LIBS})
 hl_add_cts(native_call_test)
