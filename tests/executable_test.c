@@ -395,6 +395,26 @@ static void test_bad_objects(void** state) {
   }
 }
 
+// Metadata whose containers claim more elements than there are bytes left
+// is refused before msgpack-c allocates for the claim (it failed with an
+// ASan out-of-memory abort before: msgpack-c sizes a container by its
+// header).
+static void test_metadata_claims_bounded(void** state) {
+  (void)state;
+  static const unsigned char kHuge[][8] = {
+      {0xdd, 0x10, 0x00, 0x00, 0x00},        // array32 of 2^28.
+      {0xdf, 0x7f, 0xff, 0xff, 0xff},        // map32 of 2^31-1 pairs.
+      {0x91, 0x91, 0xdc, 0xff, 0xff, 0x00},  // [[array16 of 65535]].
+      {0x93, 0x90, 0x90},                    // Three claimed, two present.
+  };
+  static const size_t kSizes[] = {5, 5, 6, 3};
+  for (size_t i = 0; i < 4; ++i) {
+    hl_code_object_metadata_t md;
+    EXPECT_FAILURE(hl_code_object_metadata_parse(kHuge[i], kSizes[i], &md),
+                   INVALID_ARGUMENT, "AMDGPU metadata");
+  }
+}
+
 // A bundle contributes the entry for its tag, or every entry untagged; an
 // untagged ELF takes the target its metadata names.
 static void test_objects_and_targets(void** state) {
@@ -860,6 +880,7 @@ int main(void) {
       cmocka_unit_test(test_metadata_of_every_object),
       cmocka_unit_test(test_bad_objects),
       cmocka_unit_test(test_objects_and_targets),
+      cmocka_unit_test(test_metadata_claims_bounded),
       cmocka_unit_test_setup_teardown(test_vector_add, fixture_setup,
                                       fixture_teardown),
       cmocka_unit_test_setup_teardown(test_row_softmax_and_u64_scalar,

@@ -362,9 +362,93 @@ static hl_status_t hl_parse_root(const msgpack_object* root,
   return NULL;
 }
 
+// Reads a big-endian unsigned of |n| bytes at |p|.
+static uint64_t hl_read_be(const unsigned char* p, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+// The header of the msgpack object at |p| (|left| bytes): its header size,
+// the payload bytes that follow it, and the objects it contains (array
+// elements, map keys and values). False for the never-used byte 0xc1 or a
+// header cut short.
+static bool hl_msgpack_header(const unsigned char* p, size_t left,
+                              size_t* header, uint64_t* payload,
+                              uint64_t* children) {
+  static const unsigned char kFixed[32] = {
+      // 0xc0..0xdf: payload bytes after the type byte (0xff: special).
+      0, 0xff, 0,  0,    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 4,
+      8, 1,    2,  4,    8,    1,    2,    4,    8,    2,    3,
+      5, 9,    17, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  unsigned char t = p[0];
+  *header = 1;
+  *payload = 0;
+  *children = 0;
+  if (t <= 0x7f || t >= 0xe0) return true;
+  if (t <= 0x8f) return (*children = 2u * (t & 0x0f)), true;
+  if (t <= 0x9f) return (*children = t & 0x0f), true;
+  if (t <= 0xbf) return (*payload = t & 0x1f), true;
+  if (kFixed[t - 0xc0] != 0xff) return (*payload = kFixed[t - 0xc0]), true;
+  // Lengths: bin 8/16/32, ext 8/16/32 (plus a type byte), str 8/16/32,
+  // array 16/32, map 16/32.
+  static const struct {
+    unsigned char type, width, extra, per;
+  } kSized[] = {{0xc4, 1, 0, 0}, {0xc5, 2, 0, 0}, {0xc6, 4, 0, 0},
+                {0xc7, 1, 1, 0}, {0xc8, 2, 1, 0}, {0xc9, 4, 1, 0},
+                {0xd9, 1, 0, 0}, {0xda, 2, 0, 0}, {0xdb, 4, 0, 0},
+                {0xdc, 2, 0, 1}, {0xdd, 4, 0, 1}, {0xde, 2, 0, 2},
+                {0xdf, 4, 0, 2}};
+  for (size_t i = 0; i < sizeof(kSized) / sizeof(kSized[0]); ++i) {
+    if (kSized[i].type != t) continue;
+    if (left < 1u + kSized[i].width) return false;
+    uint64_t n = hl_read_be(p + 1, kSized[i].width);
+    *header = 1u + kSized[i].width;
+    if (kSized[i].per) {
+      *children = n * kSized[i].per;
+    } else {
+      *payload = n + kSized[i].extra;
+    }
+    return true;
+  }
+  return false;  // 0xc1.
+}
+
+// Checks that the msgpack object at |data| fits |size| bytes: every
+// container claims no more objects than there are bytes left to hold them
+// (each takes at least one), so msgpack-c, which allocates a container by
+// its claim, allocates in proportion to |size|.
+static bool hl_msgpack_bounded(const unsigned char* data, size_t size) {
+  size_t at = 0;
+  uint64_t pending = 1;  // Objects still to read.
+  while (pending > 0) {
+    if (at >= size) return false;
+    size_t header = 0;
+    uint64_t payload = 0, children = 0;
+    if (!hl_msgpack_header(data + at, size - at, &header, &payload,
+                           &children)) {
+      return false;
+    }
+    --pending;
+    at += header;
+    if (payload > size - at) return false;
+    at += (size_t)payload;
+    if (children > size - at || pending + children > size - at) return false;
+    pending += children;
+  }
+  return true;
+}
+
 hl_status_t hl_code_object_metadata_parse(
     const void* desc, size_t size, hl_code_object_metadata_t* out_metadata) {
   memset(out_metadata, 0, sizeof(*out_metadata));
+  if (!desc || !hl_msgpack_bounded(desc, size)) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "AMDGPU metadata: the %zu-byte note is not one "
+                          "msgpack object (cut short, or a container claims "
+                          "more elements than the bytes left)",
+                          size);
+  }
   msgpack_unpacked unpacked;
   msgpack_unpacked_init(&unpacked);
   size_t offset = 0;
