@@ -32,6 +32,7 @@ foreach(variant 6.2 5.2)
   add_library(hl_hip_test_runtime_${v} SHARED
     ${CMAKE_CURRENT_SOURCE_DIR}/hip_test_runtime/hip_test_runtime.c
     ${CMAKE_CURRENT_SOURCE_DIR}/hip_test_runtime/call_counts.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/hip_test_runtime/trt_twins.c
     ${PROJECT_SOURCE_DIR}/kernels/host/host_kernels.c
     ${PROJECT_SOURCE_DIR}/runtime/base/time.c
     # TSan builds: C11 threads on intercepted pthread calls (see the file).
@@ -43,7 +44,7 @@ foreach(variant 6.2 5.2)
     HIPLINE_STATIC_DEFINE)
   target_compile_options(hl_hip_test_runtime_${v} PRIVATE -fvisibility=hidden)
   target_link_libraries(hl_hip_test_runtime_${v} PRIVATE hipline_warnings
-    Threads::Threads)
+    Threads::Threads ${CMAKE_DL_LIBS})
   set_target_properties(hl_hip_test_runtime_${v} PROPERTIES
     OUTPUT_NAME amdhip64
     LIBRARY_OUTPUT_DIRECTORY ${hl_trt_dir}/rocm-${variant})

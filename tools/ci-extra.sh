@@ -44,7 +44,7 @@ fi
 
 log "fuzz: configure and build ($BUILD)"
 CC=clang-14 cmake -S fuzz -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD" -j "$JOBS" --target fuzz_env fuzz_replay_log fuzz_api
+cmake --build "$BUILD" -j "$JOBS" --target fuzz_env fuzz_replay_log fuzz_api fuzz_code_object
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0:allocator_may_return_null=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
@@ -53,7 +53,7 @@ xml_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g'; }
 
 failed=0
 cases=""
-for name in fuzz_env fuzz_replay_log fuzz_api; do
+for name in fuzz_env fuzz_replay_log fuzz_api fuzz_code_object; do
   corpus_name=${name#fuzz_}
   work=$BUILD/corpus-$corpus_name
   artifacts=$BUILD/artifacts-$corpus_name/

@@ -40,7 +40,7 @@ export HIPLINE_JOBS=$JOBS
 
 REQUIRED_PACKAGES=(
   cmake make gcc libc6-dev pkgconf python3
-  libcmocka-dev libamdhip64-dev hipcc rocm-device-libs clang-19 lld-19
+  libcmocka-dev libmsgpack-dev libamdhip64-dev hipcc rocm-device-libs clang-19 lld-19
   clang-14 libclang-rt-14-dev
   gnuplot-nox
   python3-venv python3-pip python3-setuptools python3-wheel

@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "hipline/executable.h"
 #include "hipline/invocation.h"
 
 #ifdef __cplusplus
@@ -75,6 +76,87 @@ HL_API hl_status_t hl_queue_dispatch(hl_queue_t* queue,
                                      const hl_dispatch_config_t* config,
                                      size_t arg_count,
                                      const hl_kernel_arg_t* args);
+
+// Launches kernel |kernel_name| of the user executable |executable| (see
+// hipline/executable.h) with |arg_count| arguments: one per explicit
+// argument of the kernel's signature (its AMDGPU metadata; hidden arguments
+// are the runtime's), in order. A "global_buffer" argument takes a BUFFER
+// argument (a NULL buffer passes a null pointer; otherwise
+// [offset, offset+length) is the range the kernel may touch, declared with
+// the |access| it needs: reads are recorded in the root's use fence and
+// writes in its mutation barrier too, as for hl_queue_dispatch); a
+// "by_value" argument of 1..8 bytes takes a SCALAR argument of that size.
+// The executable is retained until the work completes.
+// - INVALID_ARGUMENT names the argument (index and metadata name): a wrong
+//   count, kind or scalar size; an access that is not a hl_access_t; a
+//   buffer on another device than |queue|.
+// - OUT_OF_RANGE: the range is not within the buffer.
+// - UNIMPLEMENTED: an argument of another value kind (images, samplers,
+//   by-value structs over 8 bytes).
+// - NOT_FOUND: the device has no compatible object (naming the targets
+//   offered and the device's), or the object has no such kernel.
+// The device's object is loaded on its first dispatch. Use after free is
+// caught as for hl_queue_dispatch.
+HL_API hl_status_t hl_queue_dispatch_executable(
+    hl_queue_t* queue, const hl_fence_t* wait_fence,
+    const hl_fence_t* signal_fence, hl_executable_t* executable,
+    const char* kernel_name, const hl_dispatch_config_t* config,
+    size_t arg_count, const hl_kernel_arg_t* args);
+
+// Native-stream interop: a queue operation that runs the caller's function
+// with the queue's native stream, so an embedder can launch its own work
+// (hipModuleLaunchKernel, a library call) in the queue's timeline order.
+//
+// |bindings| declare the buffers the function's work touches, as dispatch
+// arguments do: each is retained until the operation completes, its use is
+// recorded in the root's timeline (writes in the mutation barrier too), so
+// deallocas order after the work; a binding whose memory was freed by the
+// time the function would run fails the submission with FAILED_PRECONDITION
+// "use after free" and the function is not called (the queue fails too in
+// checked mode).
+typedef struct hl_buffer_binding_t {
+  hl_buffer_t* buffer;
+  uint64_t offset;  // Of the range the work touches, within |buffer|.
+  uint64_t length;
+  hl_access_t access;
+} hl_buffer_binding_t;
+
+// |native_stream| is the backend's stream: a hipStream_t on the hip
+// backend; on the host backend an opaque handle of the stream whose worker
+// runs the function. |pointers[i]| is the device address of binding i
+// (buffer address plus offset). A returned status (ownership passes to
+// hipline) fails the submission's signals; when a binding writes, the queue
+// fails too, since the bytes are not what program order says.
+typedef hl_status_t (*hl_native_stream_fn_t)(void* user, void* native_stream,
+                                             void* const* pointers,
+                                             size_t binding_count);
+
+#define HL_NATIVE_CALL_MAX_BINDINGS 64
+
+// Enqueues a call of |fn(user, ...)| on |queue| after |wait_fence|, before
+// |signal_fence| is signalled. When and where it runs follows the backend:
+// - host backend: on the queue's stream worker thread, when the stream gets
+//   there: every wait is met and all earlier work of the queue has run; a
+//   submission that failed by then does not call it;
+// - hip backend: on the thread that issues the submission (a submitting
+//   thread or the queue's issuer), once the submission's waits have been
+//   enqueued on the stream: what the function enqueues on |native_stream|
+//   runs after the waits are met and after the queue's earlier work; the
+//   host code itself runs at issue. A submission known failed at issue
+//   does not call it.
+// The function must enqueue work and return: it must not wait for the
+// stream or for hipline semaphores, fences or queues (hipStreamSynchronize,
+// hl_semaphore_wait, hl_queue_wait_idle), must not call hipline functions
+// that submit to |queue|, and must not keep |native_stream| after it
+// returns. INVALID_ARGUMENT: a NULL queue or fn, too many bindings, a
+// NULL buffer, an access that is not a hl_access_t, a buffer of another
+// device (naming the binding); OUT_OF_RANGE: a range outside its buffer.
+HL_API hl_status_t hl_queue_native_call(hl_queue_t* queue,
+                                        const hl_fence_t* wait_fence,
+                                        const hl_fence_t* signal_fence,
+                                        hl_native_stream_fn_t fn, void* user,
+                                        size_t binding_count,
+                                        const hl_buffer_binding_t* bindings);
 
 // The pattern oracle: the value fill_pattern writes to word |index| for
 // |seed| (same function on host and device).

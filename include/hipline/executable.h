@@ -27,7 +27,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
+#include "hipline/device.h"
 #include "hipline/status.h"
 
 #ifdef __cplusplus
@@ -105,6 +107,134 @@ HL_API hl_status_t hl_executable_select(
     const char* const* device_targets, size_t device_count,
     const char* const* built_targets, size_t built_count, size_t* out_group_of,
     size_t* out_object_of_group, size_t* out_group_count);
+
+//===----------------------------------------------------------------------===//
+// User executables
+//===----------------------------------------------------------------------===//
+//
+// An executable made from the program's own code objects (see
+// docs/executables.md). Each code object is tagged with a target id; the
+// executable picks one object per device by the matching rule above (the
+// first device of each group of equal targets matches, the others reuse
+// its choice) and loads it on a device the first time that device
+// dispatches from it (lazily, once per device). Kernel signatures come from
+// each object's AMDGPU metadata note (host objects describe themselves,
+// below). Executables are reference counted and thread-safe.
+
+typedef struct hl_executable_t hl_executable_t;
+
+// The value kinds of kernel arguments, as the AMDGPU metadata names them
+// (".value_kind"). Every kind from HL_KERNEL_VALUE_HIDDEN_FIRST on is a
+// hidden argument: the runtime fills it, the caller passes nothing for it.
+typedef enum hl_kernel_value_kind_e {
+  HL_KERNEL_VALUE_BY_VALUE = 0,       // "by_value": a SCALAR argument.
+  HL_KERNEL_VALUE_GLOBAL_BUFFER = 1,  // "global_buffer": a BUFFER argument.
+  HL_KERNEL_VALUE_UNKNOWN = 2,        // Any other explicit kind (images, ...).
+  HL_KERNEL_VALUE_HIDDEN_FIRST = 16,
+  HL_KERNEL_VALUE_HIDDEN_GLOBAL_OFFSET_X = 16,  // 8 bytes, 0.
+  HL_KERNEL_VALUE_HIDDEN_GLOBAL_OFFSET_Y = 17,
+  HL_KERNEL_VALUE_HIDDEN_GLOBAL_OFFSET_Z = 18,
+  HL_KERNEL_VALUE_HIDDEN_BLOCK_COUNT_X = 19,  // 4 bytes: grid in blocks.
+  HL_KERNEL_VALUE_HIDDEN_BLOCK_COUNT_Y = 20,
+  HL_KERNEL_VALUE_HIDDEN_BLOCK_COUNT_Z = 21,
+  HL_KERNEL_VALUE_HIDDEN_GROUP_SIZE_X = 22,  // 2 bytes: block in threads.
+  HL_KERNEL_VALUE_HIDDEN_GROUP_SIZE_Y = 23,
+  HL_KERNEL_VALUE_HIDDEN_GROUP_SIZE_Z = 24,
+  HL_KERNEL_VALUE_HIDDEN_REMAINDER_X = 25,  // 2 bytes: 0 (whole blocks).
+  HL_KERNEL_VALUE_HIDDEN_REMAINDER_Y = 26,
+  HL_KERNEL_VALUE_HIDDEN_REMAINDER_Z = 27,
+  HL_KERNEL_VALUE_HIDDEN_GRID_DIMS = 28,         // 2 bytes: 1, 2 or 3.
+  HL_KERNEL_VALUE_HIDDEN_DYNAMIC_LDS_SIZE = 29,  // 4 bytes: shared_bytes.
+  HL_KERNEL_VALUE_HIDDEN_OTHER = 30,  // Every other hidden kind: zeroed.
+} hl_kernel_value_kind_t;
+
+// The host kernel ABI (HL_HOST_KERNEL_ABI_VERSION). A host code object is a
+// shared object; each kernel K is an exported function
+//   void K(const void* kernarg, const hl_host_launch_t* launch);
+// and an exported `const hl_host_kernel_info_t hipline_kernel_K` that
+// describes it. |kernarg| is the kernel's argument segment laid out as
+// |info.args| says (explicit arguments at their offsets, then hidden ones,
+// filled as hl_kernel_value_kind_t says); |launch| is the launch shape. The
+// function runs the whole grid on the calling thread and returns when it is
+// done; it must not call hipline.
+#define HL_HOST_KERNEL_ABI_VERSION 1u
+
+typedef struct hl_host_launch_t {
+  uint32_t grid[3];   // Blocks.
+  uint32_t block[3];  // Threads per block.
+  uint32_t shared_bytes;
+} hl_host_launch_t;
+
+typedef void (*hl_host_kernel_entry_t)(const void* kernarg,
+                                       const hl_host_launch_t* launch);
+
+typedef struct hl_host_kernel_arg_info_t {
+  const char* name;  // May be NULL.
+  uint32_t offset;
+  uint32_t size;
+  hl_kernel_value_kind_t kind;
+} hl_host_kernel_arg_info_t;
+
+typedef struct hl_host_kernel_info_t {
+  uint32_t abi_version;  // HL_HOST_KERNEL_ABI_VERSION.
+  hl_host_kernel_entry_t entry;
+  uint32_t kernarg_size;  // Bytes; at most HL_HOST_KERNARG_MAX.
+  uint32_t arg_count;     // Explicit arguments first, then hidden ones.
+  const hl_host_kernel_arg_info_t* args;
+} hl_host_kernel_info_t;
+
+#define HL_HOST_KERNARG_MAX 4096
+
+// One code object of an executable. |target| is its target id ("gfx90a",
+// "gfx90a:xnack-", "host"). The bytes are |data|/|size| when |data| is not
+// NULL (copied; the caller may free them after the call), else the file at
+// |path|. GPU objects are AMDGPU ELF files or clang offload bundles; a
+// bundle contributes its entry for |target| (or, when |target| is NULL,
+// every AMDGPU entry it holds, each with its own target). An ELF's target
+// defaults to the one its metadata names ("amdhsa.target") when |target|
+// is NULL; a given |target| must be compatible with it. A "host" object is
+// a shared object loaded from |path| (dlopen), following the host kernel
+// ABI above.
+typedef struct hl_code_object_t {
+  const char* target;
+  const void* data;
+  size_t size;
+  const char* path;
+} hl_code_object_t;
+
+// Creates an executable from |count| code objects. INVALID_ARGUMENT names
+// the object (index and target) that is malformed, lacks metadata, or has
+// a target that is not a target id; NOT_FOUND names a bundle without an
+// entry for the requested target; UNAVAILABLE a file that cannot be read
+// or a shared object that does not load. Reads every object and parses
+// its metadata now; loads nothing on a device.
+HL_API hl_status_t hl_executable_create(size_t count,
+                                        const hl_code_object_t* objects,
+                                        hl_executable_t** out_executable);
+HL_API void hl_executable_retain(hl_executable_t* executable);
+// Releasing the last reference unloads the executable's modules from every
+// device it loaded on (each device is retained while a module is loaded).
+HL_API void hl_executable_release(hl_executable_t* executable);
+
+// The code objects the executable holds after bundles were expanded: their
+// number, and the canonical target of object |index| (owned by the
+// executable; NULL when out of range).
+HL_API size_t hl_executable_object_count(const hl_executable_t* executable);
+HL_API const char* hl_executable_object_target(
+    const hl_executable_t* executable, size_t index);
+
+// The object |device| would run, selected (not loaded) now: its index in
+// |*out_index|. NOT_FOUND lists the targets offered and the device's.
+HL_API hl_status_t hl_executable_select_for_device(hl_executable_t* executable,
+                                                   hl_device_t* device,
+                                                   size_t* out_index);
+
+// The explicit arguments of kernel |kernel_name| in object |index|: their
+// number (hidden arguments are not counted). NOT_FOUND names the kernel
+// and lists the object's kernels.
+HL_API hl_status_t
+hl_executable_kernel_arg_count(const hl_executable_t* executable, size_t index,
+                               const char* kernel_name, size_t* out_count);
 
 #ifdef __cplusplus
 }

@@ -45,6 +45,9 @@
 #include "hipline/status.h"
 
 typedef struct hl_backend_t hl_backend_t;
+// A backend stream handle is the backend's native stream: a hipStream_t on
+// hip, the host stream object on the host backend (hl_queue_native_call
+// hands it to user code).
 typedef struct hl_backend_stream_t hl_backend_stream_t;
 typedef struct hl_backend_event_t hl_backend_event_t;
 typedef struct hl_backend_module_t hl_backend_module_t;

@@ -45,7 +45,11 @@
 //   bundle and resolves each kernel of kernels/host/ whose name the image
 //   contains; hipModuleLaunchKernel copies the arguments at launch, using
 //   the kernel's parameter sizes, and runs the host reference kernel on the
-//   stream's worker.
+//   stream's worker. A user code object's kernels run their host twins
+//   (trt_twins.h) the same way.
+// - Targets: every device reports gfx90a:sramecc+:xnack-, or the entry of
+//   HL_HIP_TEST_RUNTIME_TARGETS (comma-separated, one per device; the last
+//   one repeats) for it.
 
 #include "tests/hip_test_runtime/hip_test_runtime.h"
 
@@ -65,6 +69,7 @@
 #include "kernels/host/host_kernels.h"
 #include "runtime/backend/hip/hip_types.h"
 #include "tests/hip_test_runtime/call_counts.h"
+#include "tests/hip_test_runtime/trt_twins.h"
 
 #define TRT_EXPORT __attribute__((visibility("default")))
 
@@ -155,6 +160,10 @@ typedef struct trt_op_t {
       hl_launch_config_t config;
       void* params[16];
       unsigned char storage[16 * 16];
+      // A user kernel's host twin (then |kernel| is NULL) and its kernarg
+      // segment (owned by the op).
+      const hl_host_kernel_info_t* twin;
+      unsigned char* kernarg;
     } kernel;
     struct {
       void* dst;
@@ -242,6 +251,9 @@ struct hl_ihipModule_t {
   int device;
   bool has[HL_KERNEL_COUNT];
   struct hl_ihipFunction_t* functions[HL_KERNEL_COUNT];  // Owned.
+  void* image;  // A copy, for resolving user kernels (twins).
+  size_t image_size;
+  struct hl_ihipFunction_t* twins;  // Owned, linked through |next_twin|.
 };
 #define TRT_MODULE_MAGIC 0x4d4f444cu
 
@@ -249,6 +261,8 @@ struct hl_ihipFunction_t {
   uint32_t magic;
   struct hl_ihipModule_t* module;
   const hl_host_kernel_t* kernel;
+  const hl_host_kernel_info_t* twin;  // A user kernel: its host twin.
+  struct hl_ihipFunction_t* next_twin;
 };
 #define TRT_FUNCTION_MAGIC 0x46554e43u
 
@@ -283,6 +297,7 @@ static struct {
   hl_trt_counters_t counters;
   hipStream_t streams[256];  // Live streams, for hipDeviceSynchronize.
   int stream_count;
+  char targets[TRT_MAX_DEVICES][64];  // gcnArchName per device.
 } trt;
 
 static once_flag trt_once = ONCE_FLAG_INIT;
@@ -314,6 +329,25 @@ static uint64_t trt_env_u64(const char* name, uint64_t fallback, uint64_t lo,
   return value;
 }
 
+// HL_HIP_TEST_RUNTIME_TARGETS: one gcnArchName per device.
+static void trt_parse_targets(const char* list) {
+  const char* last = "gfx90a:sramecc+:xnack-";
+  for (int i = 0; i < TRT_MAX_DEVICES; ++i) {
+    if (list && *list) {
+      size_t n = strcspn(list, ",");
+      if (n == 0 || n >= sizeof(trt.targets[i])) {
+        trt_die("HL_HIP_TEST_RUNTIME_TARGETS: empty or over-long entry %d", i);
+      }
+      memcpy(trt.targets[i], list, n);
+      trt.targets[i][n] = '\0';
+      list += n + (list[n] == ',');
+    } else {
+      snprintf(trt.targets[i], sizeof(trt.targets[i]), "%s", last);
+    }
+    last = trt.targets[i];
+  }
+}
+
 static void trt_initialize(void) {
   mtx_init(&trt.mutex, mtx_plain);
   cnd_init(&trt.cond);
@@ -337,6 +371,7 @@ static void trt_initialize(void) {
   }
   // HIP encodes major * 10^7 + minor * 10^5 + patch.
   trt.version = major * 10000000 + minor * 100000;
+  trt_parse_targets(getenv("HL_HIP_TEST_RUNTIME_TARGETS"));
   for (int i = 0; i < TRT_MAX_DEVICES; ++i) {
     struct hl_ihipMemPool_t* pool = &trt.default_pools[i];
     pool->magic = TRT_POOL_MAGIC;
@@ -450,7 +485,15 @@ static void trt_run_callback(trt_op_t* op) {
 static void trt_execute(trt_op_t* op) {
   switch (op->kind) {
     case TRT_OP_KERNEL:
-      op->u.kernel.kernel->fn(op->u.kernel.params, &op->u.kernel.config);
+      if (op->u.kernel.twin) {
+        const hl_launch_config_t* c = &op->u.kernel.config;
+        hl_host_launch_t launch = {{c->grid.x, c->grid.y, c->grid.z},
+                                   {c->block.x, c->block.y, c->block.z},
+                                   c->shared_bytes};
+        op->u.kernel.twin->entry(op->u.kernel.kernarg, &launch);
+      } else {
+        op->u.kernel.kernel->fn(op->u.kernel.params, &op->u.kernel.config);
+      }
       break;
     case TRT_OP_COPY:
       memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.size);
@@ -500,6 +543,7 @@ static int trt_stream_main(void* arg) {
       trt_token_release_locked(op->u.token);
     }
     cnd_broadcast(&trt.cond);
+    if (op->kind == TRT_OP_KERNEL) free(op->u.kernel.kernarg);
     free(op);
   }
   mtx_unlock(&trt.mutex);
@@ -664,7 +708,7 @@ hipError_t hipGetDeviceProperties(void* props, int device) {
   p->total_global_mem = (size_t)trt.memory_bytes;
   p->multi_processor_count = 4;
   snprintf(p->gcn_arch_name, sizeof(p->gcn_arch_name), "%s",
-           "gfx90a:sramecc+:xnack-");
+           trt.targets[device]);
   return hipSuccess;
 }
 
@@ -1427,6 +1471,13 @@ hipError_t hipModuleLoadData(hipModule_t* out, const void* image) {
     const char* name = code->kernels[i].name;
     module->has[i] = memmem(image, size, name, strlen(name) + 1) != NULL;
   }
+  module->image = malloc(size);
+  if (!module->image) {
+    free(module);
+    return hipErrorOutOfMemory;
+  }
+  memcpy(module->image, image, size);
+  module->image_size = size;
   *out = module;
   return hipSuccess;
 }
@@ -1441,7 +1492,40 @@ hipError_t hipModuleUnload(hipModule_t module) {
     if (module->functions[i]) module->functions[i]->magic = 0;
     free(module->functions[i]);
   }
+  while (module->twins) {
+    hipFunction_t next = module->twins->next_twin;
+    module->twins->magic = 0;
+    free(module->twins);
+    module->twins = next;
+  }
+  free(module->image);
   free(module);
+  return hipSuccess;
+}
+
+// A user kernel of |module|: its host twin, when the image has the name.
+static hipError_t trt_module_get_twin(hipFunction_t* out, hipModule_t module,
+                                      const char* name) {
+  const hl_host_kernel_info_t* twin = trt_twin_lookup(name);
+  if (!twin ||
+      !memmem(module->image, module->image_size, name, strlen(name) + 1)) {
+    return hipErrorNotFound;
+  }
+  // A second lookup returns the same handle.
+  for (hipFunction_t f = module->twins; f; f = f->next_twin) {
+    if (f->twin == twin) {
+      *out = f;
+      return hipSuccess;
+    }
+  }
+  hipFunction_t function = calloc(1, sizeof(*function));
+  if (!function) return hipErrorOutOfMemory;
+  function->magic = TRT_FUNCTION_MAGIC;
+  function->module = module;
+  function->twin = twin;
+  function->next_twin = module->twins;
+  module->twins = function;
+  *out = function;
   return hipSuccess;
 }
 
@@ -1477,7 +1561,42 @@ hipError_t hipModuleGetFunction(hipFunction_t* out, hipModule_t module,
       return hipSuccess;
     }
   }
-  return hipErrorNotFound;
+  return trt_module_get_twin(out, module, name);
+}
+
+// hipModuleLaunchKernel of a user kernel: the twin's kernarg segment is laid
+// out now (arguments are copied at launch) and the twin runs in stream order.
+static hipError_t trt_launch_twin(hipFunction_t function, unsigned grid_x,
+                                  unsigned grid_y, unsigned grid_z,
+                                  unsigned block_x, unsigned block_y,
+                                  unsigned block_z, unsigned shared_bytes,
+                                  hipStream_t stream, void** kernel_params,
+                                  void** extra) {
+  const hl_host_kernel_info_t* twin = function->twin;
+  if (!trt_stream_valid(stream) || extra ||
+      (!kernel_params && twin->arg_count)) {
+    return hipErrorInvalidValue;
+  }
+  if (stream->device != function->module->device) {
+    return hipErrorInvalidDevice;
+  }
+  if (!grid_x || !grid_y || !grid_z || !block_x || !block_y || !block_z ||
+      (uint64_t)block_x * block_y * block_z > 1024) {
+    return hipErrorInvalidValue;
+  }
+  uint32_t grid[3] = {grid_x, grid_y, grid_z};
+  uint32_t block[3] = {block_x, block_y, block_z};
+  unsigned char* kernarg =
+      trt_twin_kernarg(twin, kernel_params, grid, block, shared_bytes);
+  if (!kernarg) return hipErrorOutOfMemory;
+  trt_op_t* op = trt_op_new(TRT_OP_KERNEL);
+  op->u.kernel.twin = twin;
+  op->u.kernel.kernarg = kernarg;
+  op->u.kernel.config.grid = (hl_dim3_t){grid_x, grid_y, grid_z};
+  op->u.kernel.config.block = (hl_dim3_t){block_x, block_y, block_z};
+  op->u.kernel.config.shared_bytes = shared_bytes;
+  trt_enqueue(stream, op);
+  return hipSuccess;
 }
 
 hipError_t hipModuleLaunchKernel(hipFunction_t function, unsigned int grid_x,
@@ -1489,6 +1608,10 @@ hipError_t hipModuleLaunchKernel(hipFunction_t function, unsigned int grid_x,
   TRT_COUNT(hipModuleLaunchKernel);
   if (!function || function->magic != TRT_FUNCTION_MAGIC) {
     return hipErrorInvalidHandle;
+  }
+  if (function->twin) {
+    return trt_launch_twin(function, grid_x, grid_y, grid_z, block_x, block_y,
+                           block_z, shared_bytes, stream, kernel_params, extra);
   }
   if (!trt_stream_valid(stream) || extra ||
       (!kernel_params && function->kernel->param_count)) {
