@@ -11,8 +11,9 @@
 # survives that (pyenv's 3.11 segfaults at start; Debian's /usr/bin/python3
 # works), so the first one that runs `pass` under it is used, and the tests
 # are left out with a message when none does. The TSan stage of
-# tools/test.sh runs the `concurrency` label (python.api, python.asyncio)
-# under its `setarch -R` prefix.
+# tools/test.sh runs the `concurrency` label (python.api, python.asyncio and
+# python.hostile: lifecycle races, closed handles, user-failed fences,
+# integer ranges, fork, exit) under its `setarch -R` prefix.
 find_package(Python3 COMPONENTS Interpreter)
 if(NOT Python3_Interpreter_FOUND OR NOT TARGET hipline_shared)
   return()
@@ -64,12 +65,12 @@ add_executable(python_abi_layout ${CMAKE_CURRENT_SOURCE_DIR}/python_abi_layout.c
 target_link_libraries(python_abi_layout PRIVATE hipline::hipline hipline_warnings)
 list(APPEND hl_py_env "HL_ABI_LAYOUT=$<TARGET_FILE:python_abi_layout>")
 
-foreach(part abi api asyncio assume_no_alias serve)
+foreach(part abi api asyncio assume_no_alias hostile serve)
   add_test(NAME python.${part}
     COMMAND ${hl_python} -m unittest -v test_${part}
     WORKING_DIRECTORY ${hl_py_dir}/tests)
   set(hl_labels python)
-  if(part MATCHES "^(api|asyncio)$")
+  if(part MATCHES "^(api|asyncio|hostile)$")
     list(APPEND hl_labels concurrency)  # Callbacks across threads: TSan.
   endif()
   set_tests_properties(python.${part} PROPERTIES
