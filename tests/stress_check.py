@@ -240,6 +240,10 @@ def case_malformed_log(a):
     proc = run(["--log", csv, "--backend", "host"], a.stress, expect=1)
     check("bad.csv:3" in proc.stderr,
           "error does not name file and line: %r" % proc.stderr)
+    # An endless stream that is no log is refused from its first bytes.
+    proc = run(["--log", "/dev/zero", "--backend", "host"], a.stress, expect=1)
+    check("starts with byte 0x00" in proc.stderr,
+          "/dev/zero not refused by its content: %r" % proc.stderr)
     missing = os.path.join(a.work, "does-not-exist.csv")
     proc = run(["--trace-file", missing], a.stress, expect=1)
     check("does-not-exist.csv" in proc.stderr, "missing file not named")
