@@ -610,6 +610,23 @@ def case_plot_input(a):
         check(proc.returncode == 1 and "Traceback" not in proc.stderr and
               key in proc.stderr and len(proc.stderr.splitlines()) == 1,
               "%s=%r: %d %r" % (key, value, proc.returncode, proc.stderr))
+    # A huge integer, deeply nested JSON, an output directory that cannot
+    # be made or written: one-line errors, no traceback.
+    path = os.path.join(a.work, "odd.json")
+    texts = [json.dumps([runs[0]]).replace("10.0", "1" + "0" * 400),
+             "[" * 100000 + "]" * 100000]
+    for text in texts:
+        with open(path, "w") as f:
+            f.write(text)
+        proc = plot([path, "-o", out], a.work)
+        check(proc.returncode == 1 and "Traceback" not in proc.stderr and
+              len(proc.stderr.splitlines()) == 1,
+              "%.40s: %d %r" % (text, proc.returncode, proc.stderr))
+    for bad_dir in ("/dev/null/sub", "/proc/hipline-plot-test"):
+        proc = plot([good, "-o", bad_dir], a.work)
+        check(proc.returncode == 1 and "Traceback" not in proc.stderr and
+              bad_dir in proc.stderr and len(proc.stderr.splitlines()) == 1,
+              "-o %s: %d %r" % (bad_dir, proc.returncode, proc.stderr))
 
 
 BAD_VALUES = [
