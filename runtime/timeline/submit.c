@@ -729,7 +729,11 @@ static hl_status_t hl_submission_new(hl_queue_t* queue,
 // itself: the call holds a slot, and nothing behind it completes before it
 // returns. Refused instead of deadlocking.
 static hl_status_t hl_queue_check_self_submit(hl_queue_t* queue) {
-  if (hl_host_call_queue_ != queue) return NULL;
+  // The runtime's own threads never block on depth (see hl_queue_submit).
+  if (hl_host_call_queue_ != queue ||
+      hl_device_on_runtime_thread(queue->device)) {
+    return NULL;
+  }
   hl_queue_lock(queue);
   bool full = !queue->failure && hl_queue_full_locked(queue);
   hl_queue_unlock(queue);
