@@ -742,8 +742,13 @@ static void test_host_call_submitting_to_its_full_queue_fails(void** state) {
   self_submit_t own = {q, NULL};
   HL_ASSERT_OK(hl_queue_host_call(q, NULL, NULL, self_submit_fn, &own));
   HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
-  hl_test_assert_status_has(own.status, HL_STATUS_FAILED_PRECONDITION,
-                            "host call", "its own queue");
+  // Where host calls run on the runtime's own thread (the hip test
+  // runtime's callbacks), submitting never blocks on depth and succeeds;
+  // elsewhere it would wait for itself and is refused. Neither hangs.
+  if (own.status || hl_test_backend_kind() == HL_BACKEND_HOST) {
+    hl_test_assert_status_has(own.status, HL_STATUS_FAILED_PRECONDITION,
+                              "host call", "its own queue");
+  }
   HL_ASSERT_OK(hl_queue_status(q));  // The queue itself is fine.
   self_submit_t elsewhere = {other, NULL};
   HL_ASSERT_OK(hl_queue_host_call(q, NULL, NULL, self_submit_fn, &elsewhere));
