@@ -342,6 +342,79 @@ static void test_elision_rules(void** state) {
   cb_env_deinit(&env);
 }
 
+// Runs fill(target) -> copy(source -> out) -> update(target) and returns the
+// first word of |out|. |source| aliases |target| through another root, so the
+// copy reads the fill: elision must keep it (0x11111111, as without elision).
+static uint32_t cb_fill_read_through_alias(cb_env_t* env, hl_buffer_t* target,
+                                           hl_buffer_t* source, uint32_t flags,
+                                           hl_command_buffer_info_t* out_info) {
+  hl_buffer_t* out = cb_alloca(env, 256);
+  uint8_t zeros[256] = {0};
+  cb_write(env, out, zeros, sizeof(zeros));
+  hl_command_buffer_t* cb = cb_create(env, flags);
+  HL_ASSERT_OK(hl_command_buffer_fill(cb, target, 0, 256, 0x11111111u));
+  HL_ASSERT_OK(hl_command_buffer_copy(cb, source, 0, out, 0, 256));
+  HL_ASSERT_OK(hl_command_buffer_update(cb, zeros, target, 0, 256));
+  HL_ASSERT_OK(hl_command_buffer_finalize(cb));
+  HL_ASSERT_OK(cb_run(env, cb));
+  *out_info = cb_info(cb);
+  uint32_t words[64];
+  cb_read(env, out, words, sizeof(words));
+  for (int i = 1; i < 64; ++i) assert_int_equal(words[i], words[0]);
+  hl_command_buffer_release(cb);
+  mem_dealloca(env->queue, env->sem, env->value, env->sem, env->value + 1, out);
+  mem_wait(env->sem, ++env->value);
+  hl_buffer_release(out);
+  return words[0];
+}
+
+// Elision is per root; a wrap of an escaped address (or two wraps of one
+// foreign pointer) is another root over the same bytes. A fill of one must
+// not be dropped when the other is read before the overwrite.
+static void test_elision_respects_aliased_roots(void** state) {
+  (void)state;
+  cb_env_t env;
+  cb_env_init(&env, 0);
+  hl_command_buffer_info_t info;
+  // A wrap of an alloca's escaped address.
+  hl_buffer_t* a = cb_alloca(&env, 256);
+  hl_buffer_t* alias = NULL;
+  HL_ASSERT_OK(hl_buffer_wrap(env.device, hl_buffer_device_pointer(a), 256,
+                              NULL, NULL, &alias));
+  assert_int_equal(cb_fill_read_through_alias(&env, a, alias, 0, &info),
+                   0x11111111u);
+  assert_int_equal(info.fills_elided, 0);
+  assert_int_equal(
+      cb_fill_read_through_alias(&env, a, alias,
+                                 HL_COMMAND_BUFFER_FLAG_NO_ELISION, &info),
+      0x11111111u);
+  // Two wraps of one foreign pointer (device memory from elsewhere).
+  hl_buffer_t* foreign = cb_alloca(&env, 256);
+  void* foreign_ptr = hl_buffer_device_pointer(foreign);
+  hl_buffer_t* w1 = NULL;
+  hl_buffer_t* w2 = NULL;
+  HL_ASSERT_OK(hl_buffer_wrap(env.device, foreign_ptr, 256, NULL, NULL, &w1));
+  HL_ASSERT_OK(hl_buffer_wrap(env.device, foreign_ptr, 256, NULL, NULL, &w2));
+  assert_int_equal(cb_fill_read_through_alias(&env, w1, w2, 0, &info),
+                   0x11111111u);
+  assert_int_equal(info.fills_elided, 0);
+  // One escaped root alone still elides (nothing else can alias it).
+  hl_buffer_t* b = cb_alloca(&env, 256);
+  (void)hl_buffer_device_pointer(b);
+  hl_buffer_t* other = cb_alloca(&env, 256);
+  assert_int_equal(cb_fill_read_through_alias(&env, b, other, 0, &info), 0);
+  assert_int_equal(info.fills_elided, 1);
+  HL_ASSERT_OK(hl_queue_wait_idle(env.queue, MEM_DEADLINE()));
+  hl_buffer_release(alias);
+  hl_buffer_release(w1);
+  hl_buffer_release(w2);
+  hl_buffer_release(foreign);
+  hl_buffer_release(a);
+  hl_buffer_release(b);
+  hl_buffer_release(other);
+  cb_env_deinit(&env);
+}
+
 static void test_elide_fills_env(void** state) {
   (void)state;
   cb_env_t env;
@@ -815,6 +888,7 @@ int main(void) {
       cmocka_unit_test(test_iree_6972_full_cover_drops_the_fill),
       cmocka_unit_test(test_iree_6972_partial_cover_shrinks_to_the_gap),
       cmocka_unit_test(test_elision_rules),
+      cmocka_unit_test(test_elision_respects_aliased_roots),
       cmocka_unit_test(test_elide_fills_env),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_uses_recorded_on_timeline),

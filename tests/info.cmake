@@ -7,7 +7,8 @@
 #             is available or says why not.
 #   human     the default report exits 0 and lists both backends.
 #   bad_env   HIPLINE_BACKEND=bogus exits 2 and stderr names the variable and
-#             its accepted values (both conditions, not just the exit code).
+#             its accepted values (both conditions, not just the exit code);
+#             so does HIPLINE_HOST_MEMORY=12 (a size, out of range).
 #   help      --help exits 0 and prints usage.
 #   bad_flag  an unknown flag exits 2 with a message.
 #   full      the report (human and --json) written to /dev/full exits 1
@@ -120,6 +121,16 @@ elseif(HL_CHECK STREQUAL "bad_env")
       hl_info_fail("HIPLINE_BACKEND=bogus: stderr does not mention '${word}'")
     endif()
   endforeach()
+  # Out of the accepted range, though it parses as a size.
+  unset(ENV{HIPLINE_BACKEND})
+  set(ENV{HIPLINE_HOST_MEMORY} 12)
+  hl_info_run(--json)
+  string(FIND "${err}" "HIPLINE_HOST_MEMORY" at)
+  if(NOT rc EQUAL 2 OR at LESS 0)
+    hl_info_fail("HIPLINE_HOST_MEMORY=12: exit ${rc}, expected 2 and a "
+                 "message naming it: ${err}")
+  endif()
+  unset(ENV{HIPLINE_HOST_MEMORY})
 
 elseif(HL_CHECK STREQUAL "help")
   hl_info_run(--help)

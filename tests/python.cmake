@@ -11,8 +11,9 @@
 # survives that (pyenv's 3.11 segfaults at start; Debian's /usr/bin/python3
 # works), so the first one that runs `pass` under it is used, and the tests
 # are left out with a message when none does. The TSan stage of
-# tools/test.sh runs the `concurrency` label (python.api, python.asyncio)
-# under its `setarch -R` prefix.
+# tools/test.sh runs the `concurrency` label (python.api, python.asyncio and
+# python.hostile: lifecycle races, closed handles, user-failed fences,
+# integer ranges, fork, exit) under its `setarch -R` prefix.
 find_package(Python3 COMPONENTS Interpreter)
 if(NOT Python3_Interpreter_FOUND OR NOT TARGET hipline_shared)
   return()
@@ -64,18 +65,37 @@ add_executable(python_abi_layout ${CMAKE_CURRENT_SOURCE_DIR}/python_abi_layout.c
 target_link_libraries(python_abi_layout PRIVATE hipline::hipline hipline_warnings)
 list(APPEND hl_py_env "HL_ABI_LAYOUT=$<TARGET_FILE:python_abi_layout>")
 
-foreach(part abi api asyncio assume_no_alias serve)
+# The serving example needs aiohttp (Debian: python3-aiohttp, which
+# tools/test.sh installs for /usr/bin/python3): its tests run with the first
+# interpreter that imports it (and fail naming the package when none does).
+set(hl_python_http ${hl_python})
+foreach(candidate ${hl_python} /usr/bin/python3)
+  if(hl_python_http STREQUAL hl_python AND EXISTS ${candidate})
+    execute_process(COMMAND ${candidate} -c "import aiohttp"
+                    RESULT_VARIABLE hl_aiohttp_rc OUTPUT_QUIET ERROR_QUIET)
+    if(hl_aiohttp_rc EQUAL 0)
+      set(hl_python_http ${candidate})
+      break()
+    endif()
+  endif()
+endforeach()
+
+foreach(part abi api asyncio assume_no_alias hostile serve serve_http)
+  set(hl_interpreter ${hl_python})
+  if(part MATCHES "^serve")
+    set(hl_interpreter ${hl_python_http})
+  endif()
   add_test(NAME python.${part}
-    COMMAND ${hl_python} -m unittest -v test_${part}
+    COMMAND ${hl_interpreter} -m unittest -v test_${part}
     WORKING_DIRECTORY ${hl_py_dir}/tests)
   set(hl_labels python)
-  if(part MATCHES "^(api|asyncio)$")
+  if(part MATCHES "^(api|asyncio|hostile)$")
     list(APPEND hl_labels concurrency)  # Callbacks across threads: TSan.
   endif()
   set_tests_properties(python.${part} PROPERTIES
     LABELS "${hl_labels}" TIMEOUT 600 ENVIRONMENT "${hl_py_env}")
 endforeach()
-set_tests_properties(python.serve PROPERTIES RUN_SERIAL ON)
+set_tests_properties(python.serve python.serve_http PROPERTIES RUN_SERIAL ON)
 
 # Installing (label `package`, tests/package/python_install.cmake):
 #   python.install  `cmake --install` into a fresh virtual environment: the

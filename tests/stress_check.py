@@ -282,6 +282,10 @@ def case_malformed_log(a):
     proc = run(["--log", csv, "--backend", "host"], a.stress, expect=1)
     check("bad.csv:3" in proc.stderr,
           "error does not name file and line: %r" % proc.stderr)
+    # An endless stream that is no log is refused from its first bytes.
+    proc = run(["--log", "/dev/zero", "--backend", "host"], a.stress, expect=1)
+    check("starts with byte 0x00" in proc.stderr,
+          "/dev/zero not refused by its content: %r" % proc.stderr)
     missing = os.path.join(a.work, "does-not-exist.csv")
     proc = run(["--trace-file", missing], a.stress, expect=1)
     check("does-not-exist.csv" in proc.stderr, "missing file not named")
@@ -648,6 +652,23 @@ def case_plot_input(a):
         check(proc.returncode == 1 and "Traceback" not in proc.stderr and
               key in proc.stderr and len(proc.stderr.splitlines()) == 1,
               "%s=%r: %d %r" % (key, value, proc.returncode, proc.stderr))
+    # A huge integer, deeply nested JSON, an output directory that cannot
+    # be made or written: one-line errors, no traceback.
+    path = os.path.join(a.work, "odd.json")
+    texts = [json.dumps([runs[0]]).replace("10.0", "1" + "0" * 400),
+             "[" * 100000 + "]" * 100000]
+    for text in texts:
+        with open(path, "w") as f:
+            f.write(text)
+        proc = plot([path, "-o", out], a.work)
+        check(proc.returncode == 1 and "Traceback" not in proc.stderr and
+              len(proc.stderr.splitlines()) == 1,
+              "%.40s: %d %r" % (text, proc.returncode, proc.stderr))
+    for bad_dir in ("/dev/null/sub", "/proc/hipline-plot-test"):
+        proc = plot([good, "-o", bad_dir], a.work)
+        check(proc.returncode == 1 and "Traceback" not in proc.stderr and
+              bad_dir in proc.stderr and len(proc.stderr.splitlines()) == 1,
+              "-o %s: %d %r" % (bad_dir, proc.returncode, proc.stderr))
 
 
 BAD_VALUES = [

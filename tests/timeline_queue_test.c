@@ -722,6 +722,54 @@ static void test_depth_ignores_parked(void** state) {
   hl_device_release(device);
 }
 
+// A host call that submits to its own full queue would wait for itself
+// (the queue cannot move on until the call returns): FAILED_PRECONDITION
+// instead. With room, or to another queue, it submits as usual.
+typedef struct self_submit_t {
+  hl_queue_t* target;
+  hl_status_t status;
+} self_submit_t;
+
+static void self_submit_fn(void* user) {
+  self_submit_t* s = (self_submit_t*)user;
+  s->status = hl_queue_barrier(s->target, NULL, NULL);
+}
+
+static void test_host_call_submitting_to_its_full_queue_fails(void** state) {
+  hl_device_t* device = device_with_depth(1);
+  hl_queue_t* q = queue_create(device);
+  hl_queue_t* other = queue_create(device);
+  self_submit_t own = {q, NULL};
+  HL_ASSERT_OK(hl_queue_host_call(q, NULL, NULL, self_submit_fn, &own));
+  HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
+  // Where host calls run on the runtime's own thread (the hip test
+  // runtime's callbacks), submitting never blocks on depth and succeeds;
+  // elsewhere it would wait for itself and is refused. Neither hangs.
+  if (own.status || hl_test_backend_kind() == HL_BACKEND_HOST) {
+    hl_test_assert_status_has(own.status, HL_STATUS_FAILED_PRECONDITION,
+                              "host call", "its own queue");
+  }
+  HL_ASSERT_OK(hl_queue_status(q));  // The queue itself is fine.
+  self_submit_t elsewhere = {other, NULL};
+  HL_ASSERT_OK(hl_queue_host_call(q, NULL, NULL, self_submit_fn, &elsewhere));
+  HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
+  HL_ASSERT_OK(hl_queue_wait_idle(other, LONG_DEADLINE()));
+  HL_ASSERT_OK(elsewhere.status);
+  hl_queue_release(q);
+  hl_queue_release(other);
+  hl_device_release(device);
+  // With room in the queue the same call submits.
+  device = device_with_depth(4);
+  q = queue_create(device);
+  self_submit_t roomy = {q, NULL};
+  HL_ASSERT_OK(hl_queue_host_call(q, NULL, NULL, self_submit_fn, &roomy));
+  HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
+  HL_ASSERT_OK(hl_queue_wait_idle(q, LONG_DEADLINE()));
+  HL_ASSERT_OK(roomy.status);
+  hl_queue_release(q);
+  hl_device_release(device);
+}
+
 // HIPLINE_QUEUE_DEPTH is parsed strictly; a bad value names the variable.
 static void test_depth_env_strict(void** state) {
   const char* bad[] = {"0", "abc", "12x", "-1", "99999999999"};
@@ -1378,6 +1426,7 @@ int main(void) {
       cmocka_unit_test(test_queue_timeline_is_owned),
       cmocka_unit_test(test_depth_blocks_submitter),
       cmocka_unit_test(test_depth_ignores_parked),
+      cmocka_unit_test(test_host_call_submitting_to_its_full_queue_fails),
       cmocka_unit_test(test_depth_env_strict),
       cmocka_unit_test(test_dealloca_on_origin_queue),
       cmocka_unit_test(test_idle_host_queue_completes_at_submit),

@@ -44,6 +44,7 @@ REQUIRED_PACKAGES=(
   clang-14 libclang-rt-14-dev
   gnuplot-nox
   python3-venv python3-pip python3-setuptools python3-wheel
+  python3-aiohttp  # bench/serve/serve.py and its loopback check (python.serve)
 )
 OPTIONAL_PACKAGES=(valgrind)
 

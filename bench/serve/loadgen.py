@@ -15,8 +15,10 @@ Policies:
   frontier     assume_no_alias=false, device fallback "frontier".
   device-sync  assume_no_alias=false, device fallback "device-sync".
 
+The server needs aiohttp (python3-aiohttp); loadgen runs it with its own
+interpreter:
   LIBHIPLINE=build/lib/libhipline.so PYTHONPATH=runtime/bindings/python \\
-    python3 bench/serve/loadgen.py --clients 32 --duration 20
+    /usr/bin/python3 bench/serve/loadgen.py --clients 32 --duration 20
 """
 
 import argparse
@@ -186,6 +188,12 @@ def main(argv=None):
     p.add_argument("--backend", default="host")
     p.add_argument("--json", help="also write the rows to this file")
     args = p.parse_args(argv)
+    for name in ("clients", "steps", "size", "queues", "cache"):
+        if getattr(args, name) <= 0:
+            p.error("--%s must be a positive integer, not %d" %
+                    (name, getattr(args, name)))
+    if not args.duration > 0 or args.duration == float("inf"):
+        p.error("--duration must be a positive, finite number of seconds")
     rows = asyncio.run(amain(args))
     print_table(rows, args)
     if args.json:

@@ -126,6 +126,35 @@ static hl_status_t replay_temporary(char* out_path, size_t capacity) {
   return hl_ok_status();
 }
 
+// Whether the first |n| bytes of a streamed log (|done|: all of it) can start
+// a log: gzip, a pickle, JSON, or CSV text whose first line ends within them.
+// An endless stream of anything else (/dev/zero) is refused from its start.
+static hl_status_t replay_stream_head_check(const char* path,
+                                            const unsigned char* head, size_t n,
+                                            bool done) {
+  size_t skip =
+      n >= 3 && head[0] == 0xef && head[1] == 0xbb && head[2] == 0xbf ? 3 : 0;
+  if (n <= skip) return hl_ok_status();
+  unsigned char c = head[skip];
+  if ((n >= 2 && head[0] == 0x1f && head[1] == 0x8b) || head[0] == 0x80 ||
+      c == '{' || c == '[') {
+    return hl_ok_status();  // For the converter, which bounds its input.
+  }
+  if (c < 0x20 || c > 0x7e) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "the log '%s' starts with byte 0x%02x: not RMM CSV "
+                          "text, gzip, a pickle or JSON",
+                          path, c);
+  }
+  if (!done && !memchr(head, '\n', n)) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "the log '%s' has no line end in its first %zu "
+                          "bytes: not RMM CSV text",
+                          path, n);
+  }
+  return hl_ok_status();
+}
+
 // A log that is not a regular file (a pipe: /dev/stdin, <(...)) can be read
 // once only; it is copied to a temporary file that is sniffed and parsed.
 static hl_status_t replay_copy_stream(const char* path, char* out_path,
@@ -140,8 +169,15 @@ static hl_status_t replay_copy_stream(const char* path, char* out_path,
   }
   char buffer[65536];
   size_t n = 0;
+  bool first = true;
   while (!st && !stress_interrupted &&
          (n = fread(buffer, 1, sizeof(buffer), in)) > 0) {
+    if (first) {
+      first = false;
+      st = replay_stream_head_check(path, (const unsigned char*)buffer, n,
+                                    n < sizeof(buffer));
+      if (st) break;
+    }
     if (fwrite(buffer, 1, n, out) != n) {
       st = HL_MAKE_STATUS(HL_STATUS_DATA_LOSS, "copying '%s' to '%s': %s", path,
                           out_path, strerror(errno));

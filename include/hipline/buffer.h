@@ -85,6 +85,10 @@ HL_API void hl_buffer_release(hl_buffer_t* buffer);
 
 // Registers |buffer|'s root as a global (PERSISTENT): the invocation layer
 // never frees it in queue order. Registering twice is ALREADY_EXISTS.
+// The registry holds the root, and the root its device: unregister while a
+// handle is left. A global whose every handle is released can no longer be
+// unregistered; its memory and its device then live until the process exits
+// (hl_device_live_count keeps counting that device).
 HL_API hl_status_t hl_buffer_register_global(hl_buffer_t* buffer);
 // Undoes hl_buffer_register_global (NOT_FOUND if not registered).
 HL_API hl_status_t hl_buffer_unregister_global(hl_buffer_t* buffer);

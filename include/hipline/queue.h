@@ -66,8 +66,8 @@ HL_API hl_status_t hl_queue_wait_idle(hl_queue_t* queue, hl_time_t deadline);
 // stream blocks the host (counted in hl_queue_stats_t.depth_stalls).
 // Submissions parked on a signal nobody has submitted yet never block anyone
 // (the signal may come from the blocked thread), and the runtime's
-// completion thread never blocks. A host call must not submit to its own
-// queue when it may be full (it would wait for itself).
+// completion thread never blocks. A host call that submits to its own queue
+// while it is full (it would wait for itself) gets FAILED_PRECONDITION.
 //
 // hl_queue_wait_capacity waits for room until |deadline|: OK when a
 // submission would not block now, DEADLINE_EXCEEDED when the queue stayed

@@ -141,6 +141,19 @@ hl_status_t hl_env_size(const char* name, uint64_t* out, bool* out_set) {
   return NULL;
 }
 
+hl_status_t hl_env_size_in(const char* name, uint64_t min, uint64_t max,
+                           const char* range, uint64_t* out, bool* out_set) {
+  HL_RETURN_IF_ERROR_PLAIN(hl_env_size(name, out, out_set));
+  if (*out_set && (*out < min || *out > max)) {
+    *out_set = false;
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "%s=%llu is not valid; accepted values: a byte size "
+                          "in %s",
+                          name, (unsigned long long)*out, range);
+  }
+  return NULL;
+}
+
 hl_status_t hl_parse_kv_list(const char* what, const char* text, hl_kv_fn_t fn,
                              void* user) {
   if (!text) return NULL;

@@ -37,6 +37,13 @@ hl_status_t hl_env_enum(const char* name, const char* const* names, int count,
                         int* out_index, bool* out_set);
 hl_status_t hl_env_bool(const char* name, bool* out, bool* out_set);
 hl_status_t hl_env_size(const char* name, uint64_t* out, bool* out_set);
+// hl_env_size, refusing a size outside [min, max] (|range| describes it).
+hl_status_t hl_env_size_in(const char* name, uint64_t min, uint64_t max,
+                           const char* range, uint64_t* out, bool* out_set);
+// The host backend's memory size (HIPLINE_HOST_MEMORY), range-checked.
+#define HL_HOST_MEMORY_MIN ((uint64_t)4096)
+#define HL_HOST_MEMORY_MAX ((uint64_t)1 << 48)
+#define HL_HOST_MEMORY_RANGE "[4096, 2^48]"
 
 // A key=value list parser for specs such as HIPLINE_FAULTS:
 // "alloc_fail_every=8,seed=3". Calls |fn| for each pair; |fn| returns an error

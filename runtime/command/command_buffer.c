@@ -17,6 +17,12 @@
 // range that are not dead at that point; the fill itself then kills its
 // range for earlier commands.
 //
+// The sets are per root, so they only see reads through the same root.
+// Another root can cover the same bytes when both are escaped: a wrap of an
+// escaped address, or two wraps of one foreign pointer. When two or more of
+// the roots are escaped, fills of the escaped ones are kept whole (a read
+// through the alias would not clear their dead set).
+//
 // An execution is one hl_op_t in one submission. At submit it takes an op
 // reference on every root and records one use per root (a write when any
 // command writes it). The execution is one piece of stream work
@@ -640,6 +646,28 @@ static bool hl_fill_pieces(const hl_command_t* command,
   return true;
 }
 
+// Escaped roots of |cb|: any two of them may cover the same bytes.
+static uint32_t hl_command_escaped_roots(const hl_command_buffer_t* cb) {
+  uint32_t escaped = 0;
+  for (uint32_t i = 0; i < cb->root_count; ++i) {
+    if (atomic_load(&cb->roots[i]->escaped)) ++escaped;
+  }
+  return escaped;
+}
+
+// The dead set fill elision may use for |root|: none when another root of
+// |cb| may alias it.
+static const hl_range_set_t* hl_command_fill_dead(const hl_command_buffer_t* cb,
+                                                  const hl_range_set_t* dead,
+                                                  uint32_t root,
+                                                  uint32_t escaped_roots) {
+  static const hl_range_set_t no_dead = {0};
+  if (escaped_roots >= 2 && atomic_load(&cb->roots[root]->escaped)) {
+    return &no_dead;
+  }
+  return &dead[root];
+}
+
 static hl_status_t hl_command_buffer_build_steps(hl_command_buffer_t* cb,
                                                  bool elide) {
   size_t count = cb->command_count;
@@ -651,11 +679,15 @@ static hl_status_t hl_command_buffer_build_steps(hl_command_buffer_t* cb,
   uint32_t* counts = elide ? calloc(count ? count : 1, sizeof(*counts)) : NULL;
   hl_range_set_t kept = {0}, scratch = {0};
   bool ok = !elide || (dead && first && counts);
+  uint32_t escaped_roots = elide ? hl_command_escaped_roots(cb) : 0;
   for (size_t i = count; ok && elide && i-- > 0;) {
     const hl_command_t* command = &cb->commands[i];
     if (command->kind == HL_COMMAND_FILL) {
       scratch.count = 0;
-      ok = hl_fill_pieces(command, &dead[command->target], &scratch) &&
+      ok = hl_fill_pieces(
+               command,
+               hl_command_fill_dead(cb, dead, command->target, escaped_roots),
+               &scratch) &&
            hl_grow((void**)&kept.ranges, sizeof(*kept.ranges), &kept.capacity,
                    kept.count + scratch.count);
       if (ok) {

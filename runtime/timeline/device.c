@@ -136,7 +136,9 @@ hl_status_t hl_environment_check(void) {
   HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_CHECKED", &flag, &set));
   HL_RETURN_IF_ERROR_PLAIN(
       hl_env_enum("HIPLINE_ALLOCATOR", kPoolModeNames, 2, &index, &set));
-  HL_RETURN_IF_ERROR_PLAIN(hl_env_size("HIPLINE_HOST_MEMORY", &size, &set));
+  HL_RETURN_IF_ERROR_PLAIN(
+      hl_env_size_in("HIPLINE_HOST_MEMORY", HL_HOST_MEMORY_MIN,
+                     HL_HOST_MEMORY_MAX, HL_HOST_MEMORY_RANGE, &size, &set));
   HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_HOST_INLINE", &flag, &set));
   HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_ASSUME_NO_ALIAS", &flag, &set));
   HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_ELIDE_FILLS", &flag, &set));

@@ -393,12 +393,18 @@ typedef struct hl_host_call_op_t {
   hl_op_t base;
   hl_queue_host_fn_t fn;
   void* user;
+  hl_queue_t* queue;  // Held by the submission.
   hl_gated_t gate;
 } hl_host_call_op_t;
 
+_Thread_local hl_queue_t* hl_host_call_queue_;
+
 static void hl_host_call_trampoline(void* user) {
   hl_host_call_op_t* op = (hl_host_call_op_t*)user;
+  hl_queue_t* outer = hl_host_call_queue_;
+  hl_host_call_queue_ = op->queue;
   op->fn(op->user);
+  hl_host_call_queue_ = outer;
 }
 
 static hl_status_t hl_host_call_gated(void* user) {
@@ -443,6 +449,7 @@ hl_status_t hl_queue_host_call(hl_queue_t* queue, const hl_fence_t* wait_fence,
   op->base.vtable = &hl_host_call_vtable;
   op->fn = fn;
   op->user = user;
+  op->queue = queue;
   return hl_queue_submit(queue, wait_fence, signal_fence, &op->base, NULL);
 }
 

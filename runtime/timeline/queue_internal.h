@@ -196,6 +196,8 @@ hl_park_result_t hl_submission_park_locked(hl_queue_t* queue,
                                            hl_submission_t* sub);
 void hl_queue_pump_locked(hl_queue_t* queue);
 extern _Thread_local bool hl_on_completer_thread_;
+// The queue whose host call runs on this thread (NULL outside host calls).
+extern _Thread_local hl_queue_t* hl_host_call_queue_;
 void hl_queue_completer_push(hl_queue_t* queue, hl_submission_t* sub);
 void hl_queue_schedule_pump(hl_queue_t* queue);
 hl_status_t hl_queue_start_completer(hl_queue_t* queue);

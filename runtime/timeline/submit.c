@@ -749,6 +749,26 @@ static hl_status_t hl_submission_new(hl_queue_t* queue,
   return NULL;
 }
 
+// A host call that submits to its own queue while it is full would wait for
+// itself: the call holds a slot, and nothing behind it completes before it
+// returns. Refused instead of deadlocking.
+static hl_status_t hl_queue_check_self_submit(hl_queue_t* queue) {
+  // The runtime's own threads never block on depth (see hl_queue_submit).
+  if (hl_host_call_queue_ != queue ||
+      hl_device_on_runtime_thread(queue->device)) {
+    return NULL;
+  }
+  hl_queue_lock(queue);
+  bool full = !queue->failure && hl_queue_full_locked(queue);
+  hl_queue_unlock(queue);
+  if (!full) return NULL;
+  return HL_MAKE_STATUS(HL_STATUS_FAILED_PRECONDITION,
+                        "queue %u: a host call submitted to its own queue "
+                        "while the queue is full (depth %u): it would wait "
+                        "for itself",
+                        queue->id, queue->device->queue_depth);
+}
+
 hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
                             const hl_fence_t* signal_fence, hl_op_t* ops,
                             uint64_t* out_value) {
@@ -761,6 +781,7 @@ hl_status_t hl_queue_submit(hl_queue_t* queue, const hl_fence_t* wait_fence,
   }
   hl_submission_t* sub = NULL;
   hl_status_t st = hl_queue_submit_check(queue, wait_fence, signal_fence);
+  if (!st) st = hl_queue_check_self_submit(queue);
   if (!st) st = hl_submission_new(queue, wait_fence, signal_fence, ops, &sub);
   if (st) {
     // The one failure exit: the ops are released with the status.

@@ -324,6 +324,27 @@ class TraceConvertTest(unittest.TestCase):
                           gzip.compress(text[10:]))
         self.convert_ok(path)
 
+    def test_plain_input_is_bounded(self):
+        # An endless input that is not a trace is refused from its first
+        # bytes (it used to be read whole: /dev/zero grew to GBs).
+        limit = 1 << 30
+        result = subprocess.run(
+            [sys.executable, CONVERTER, "/dev/zero", "-o",
+             self.path("out.csv")],
+            capture_output=True, text=True, timeout=120,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS,
+                                                  (limit, limit)))
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertNotIn("Traceback", result.stderr)
+        self.assertIn("not a PyTorch memory snapshot", result.stderr)
+        self.assertFalse(os.path.exists(self.path("out.csv")))
+        # Plain JSON beyond --max-bytes is refused at the limit.
+        path = self.write("spaces.json",
+                          b'{"traceEvents": [' + b" " * (4 << 20) + b"]}")
+        result, _ = self.convert(path, "out.csv", "--max-bytes", "1000000")
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertIn("more than 1000000 bytes", result.stderr)
+
     def test_sigterm_removes_partial_output(self):
         # A FIFO input blocks the converter in its read; SIGTERM then ends
         # it with 143 and no output.

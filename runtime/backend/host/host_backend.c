@@ -79,14 +79,10 @@ hl_status_t hl_host_backend_device_properties(int ordinal,
   // address ranges, and pages nobody writes are never committed.
   uint64_t memory = 0;
   bool set = false;
-  HL_RETURN_IF_ERROR_PLAIN(hl_env_size("HIPLINE_HOST_MEMORY", &memory, &set));
+  HL_RETURN_IF_ERROR_PLAIN(
+      hl_env_size_in("HIPLINE_HOST_MEMORY", HL_HOST_MEMORY_MIN,
+                     HL_HOST_MEMORY_MAX, HL_HOST_MEMORY_RANGE, &memory, &set));
   if (set) {
-    if (memory < 4096 || memory > ((uint64_t)1 << 48)) {
-      return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                            "HIPLINE_HOST_MEMORY=%llu is not valid; accepted "
-                            "values: a byte size in [4096, 2^48]",
-                            (unsigned long long)memory);
-    }
     out->memory_bytes = memory;
   }
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);

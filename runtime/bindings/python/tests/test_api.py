@@ -203,7 +203,7 @@ class BufferTest(unittest.TestCase):
             q.dispatch("no_such_kernel", [])
         with self.assertRaises(hipline.InvalidArgumentError):
             q.dispatch("axpy", [hipline.Scalar.f32(1.0)])
-        with self.assertRaises(hipline.InvalidArgumentError):
+        with self.assertRaises(TypeError):  # Names args[0].
             q.dispatch("axpy", [1, 2, 3, 4])
         counter = q.alloca(4)
         q.fill(counter, 0)
