@@ -27,3 +27,11 @@ endforeach()
 # The stress test's delays come from the test runtime on hip.
 set_property(TEST timeline_stress_test_hiprt APPEND PROPERTY
   ENVIRONMENT HL_HIP_TEST_RUNTIME_DELAY_US=200)
+
+# Conformance: work whose wait chain failed is never issued (every kind of
+# tail, chains over two and three queues, fences where one wait fails).
+hl_add_test(timeline_cancel_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/timeline_cancel_test.c
+  LABELS timeline
+  TIMEOUT 120)
+hl_add_cts(timeline_cancel_test)
