@@ -6,6 +6,10 @@
 // its buffer as it was (a cancelled dealloca leaves it valid). The failure
 // window that remains (a failure that becomes known after a device-side wait
 // was issued) is described in include/hipline/queue.h.
+//
+// Also: a released, idle queue gives its stream back before
+// hl_queue_release returns, so a create/release loop never runs into the
+// backend's stream limit.
 
 #include <string.h>
 
@@ -273,6 +277,44 @@ static void test_failed_wait_on_same_queue_as_tail(void** state) {
   chain_deinit(&c);
 }
 
+//===----------------------------------------------------------------------===//
+// Released queues give their streams back
+//===----------------------------------------------------------------------===//
+
+static int64_t live_streams(hl_device_t* device) {
+  hl_backend_counts_t counts;
+  device->backend->vtable->live_counts(device->backend, &counts);
+  return counts.live_streams;
+}
+
+// Each queue allocates, fills and frees a buffer whose handle the test drops
+// at once (the last reference to it is the submissions', dropped by their
+// clean-up), the test waits for the free's signal (not for the queue to be
+// idle) and releases the queue: by then it is idle, and its stream must be
+// gone when hl_queue_release returns. More iterations than the hip test
+// runtime has streams (HL_HIP_TEST_RUNTIME_MAX_STREAMS in
+// tests/timeline.cmake), so late streams would make hipStreamCreate fail.
+static void test_released_queue_gives_stream_back(void** state) {
+  (void)state;
+  hl_device_t* device = mem_device_create(NULL);
+  hl_semaphore_t* s = hl_test_semaphore_create();
+  int64_t base = live_streams(device);
+  for (uint64_t i = 1; i <= 96; ++i) {
+    hl_queue_t* q = NULL;
+    HL_ASSERT_OK(hl_queue_create(device, &q));
+    assert_int_equal(live_streams(device), base + 1);
+    hl_buffer_t* b = mem_alloca(q, NULL, 0, NULL, 0, BYTES);
+    HL_ASSERT_OK(hl_queue_fill(q, NULL, NULL, b, 0, BYTES, (uint32_t)i));
+    mem_dealloca(q, NULL, 0, s, i, b);
+    hl_buffer_release(b);
+    mem_wait(s, i);
+    hl_queue_release(q);
+    assert_int_equal(live_streams(device), base);
+  }
+  hl_semaphore_release(s);
+  hl_device_release(device);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_head_failed_before_submit_three_queues),
@@ -281,6 +323,7 @@ int main(void) {
       cmocka_unit_test(test_head_failed_while_parked_two_queues),
       cmocka_unit_test(test_one_failed_wait_among_several),
       cmocka_unit_test(test_failed_wait_on_same_queue_as_tail),
+      cmocka_unit_test(test_released_queue_gives_stream_back),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

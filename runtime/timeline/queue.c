@@ -300,8 +300,28 @@ bool hl_queue_release_unless_last(hl_queue_t* queue) {
   return hl_ref_drop_unless_last(&queue->ref_count);
 }
 
+// Whether every submission made so far has finished on the stream. Under
+// the queue's lock: a caller that saw a submission's signal then also sees
+// its done value (both are published in one critical section).
+static bool hl_queue_idle(hl_queue_t* queue) {
+  hl_queue_lock(queue);
+  bool idle =
+      hl_semaphore_value(queue->done) >= hl_queue_submitted_value(queue);
+  hl_queue_unlock(queue);
+  return idle;
+}
+
 void hl_queue_release(hl_queue_t* queue) {
   if (!queue) return;
+  // An idle queue may still be held by the clean-ups of its finished
+  // submissions (deferred to the device's work thread, in batches): a caller
+  // outside the runtime lets them run first, so that when it drops the last
+  // handle the stream and the completer are gone before this returns, and
+  // a new queue can have them (a backend has a limited number of streams).
+  if (atomic_load_explicit(&queue->ref_count, memory_order_relaxed) > 1 &&
+      !hl_device_on_runtime_thread(queue->device) && hl_queue_idle(queue)) {
+    hl_device_flush_work(queue->device);
+  }
   // Fast path: not the last reference.
   if (hl_ref_drop_unless_last(&queue->ref_count)) return;
   // The last reference goes under the device's lock, together with the
