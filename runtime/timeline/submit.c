@@ -44,6 +44,17 @@ void hl_frontier_raise(hl_queue_t* q, uint64_t id, uint64_t value) {
   q->frontier[slot].value = value;
 }
 
+size_t hl_queue_frontier_snapshot(hl_queue_t* queue, hl_timepoint_id_t* out) {
+  hl_queue_lock(queue);
+  size_t count = queue->frontier_count;
+  for (size_t i = 0; i < count; ++i) {
+    out[i].semaphore_id = queue->frontier[i].semaphore_id;
+    out[i].value = queue->frontier[i].value;
+  }
+  hl_queue_unlock(queue);
+  return count;
+}
+
 // Runs |gate->fn| unless the submission or its queue has failed.
 static void hl_gated_run(hl_gated_t* gate) {
   if (atomic_load(&gate->submission->failure)) return;
@@ -168,6 +179,9 @@ void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
       hl_semaphore_t* s = sub->waits[i].semaphore;
       uint64_t v = sub->waits[i].value;
       if (hl_semaphore_value(s) >= v) {
+        // Known reached: the queue's work from here on is ordered after it
+        // (the pool reuses memory freed behind it, hl_queue_frontier_snapshot).
+        hl_frontier_raise(queue, s->id, v);
         ++queue->stats.waits_elided;
         continue;
       }
