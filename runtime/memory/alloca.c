@@ -17,7 +17,12 @@
 // and the free run when the stream gets there, so a wait that fails at any
 // time before cancels them; without it, they run at issue, so only failures
 // known at issue cancel (a wait issued as a device-side wait that fails
-// later fails the dealloca's signal, but the memory is already freed).
+// later fails the dealloca's signal, but the memory is already freed; see
+// docs/timeline.md for that window). A submission that waits on a failed
+// one is never issued on any backend: a cancelled submission gives its
+// signals no device timepoint.
+// An alloca on hipline's pool reuses blocks that other queues freed behind
+// its queue's wait frontier (hl_queue_frontier_snapshot).
 
 #include <stdio.h>
 #include <stdlib.h>
