@@ -591,6 +591,9 @@ void hl_queue_drain(hl_queue_t* queue);
 hl_backend_stream_t* hl_queue_stream(const hl_queue_t* queue);
 // Last value assigned on the queue's timeline.
 uint64_t hl_queue_submitted_value(hl_queue_t* queue);
+// hl_queue_release for the runtime's own references (roots, invocations,
+// submissions, snapshots): never waits for the device's deferred work.
+void hl_queue_release_internal(hl_queue_t* queue);
 
 // A semaphore value, named by the semaphore's id (ids are never reused).
 typedef struct hl_timepoint_id_t {
