@@ -67,6 +67,6 @@ endif()
 # conformance suite.
 hl_add_test(memory_reuse_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_reuse_test.c
-  LABELS memory
+  LABELS memory concurrency
   TIMEOUT 120)
 hl_add_cts(memory_reuse_test GPU)

@@ -34,7 +34,7 @@ set_property(TEST timeline_stress_test_hiprt APPEND PROPERTY
 # streams at most: the create/release loop runs 96 queues.
 hl_add_test(timeline_cancel_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/timeline_cancel_test.c
-  LABELS timeline
+  LABELS timeline concurrency
   TIMEOUT 120)
 hl_add_cts(timeline_cancel_test)
 set_property(TEST timeline_cancel_test_hiprt APPEND PROPERTY
