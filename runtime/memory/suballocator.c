@@ -128,8 +128,7 @@ struct hl_suballocator_t {
   hl_semaphore_t** timelines;
   uint32_t timeline_capacity;
   hl_suballocation_t* spare;  // Recycled block records.
-  // What the allocation being served is ordered after (set for the span of
-  // one lookup; NULL: nothing beyond its own queue).
+  // What the allocation being served is ordered after (for one lookup).
   const hl_suballoc_cover_t* cover;
   hl_suballocator_stats_t stats;
 };
@@ -220,8 +219,7 @@ static void hl_sa_refresh(hl_suballocator_t* sa, hl_suballocation_t* b) {
   }
 }
 
-// The value the allocation being served is ordered after on the semaphore
-// with |id| (0 when the cover does not name it).
+// The value of semaphore |id| the allocation is ordered after (0: none).
 static uint64_t hl_sa_covered_value(const hl_suballoc_cover_t* cover,
                                     uint64_t id) {
   for (size_t i = 0; cover && id && i < cover->count; ++i) {
@@ -230,22 +228,17 @@ static uint64_t hl_sa_covered_value(const hl_suballoc_cover_t* cover,
   return 0;
 }
 
-// Whether the allocation being served is ordered after |b|'s free (behind
-// the wait frontier of its queue): through the freeing queue's timeline or
-// a signal of the free. The block's memory is then free by the time it runs.
+// Whether the allocation being served is ordered after |b|'s free (its
+// queue's wait frontier covers the free's signal or timeline value).
 static bool hl_sa_covered(hl_suballocator_t* sa, const hl_suballocation_t* b) {
   const hl_suballoc_cover_t* cover = sa->cover;
-  if (!cover || !cover->count) return false;
-  if (b->free_signal_id &&
-      hl_sa_covered_value(cover, b->free_signal_id) >= b->free_signal_value) {
-    return true;
-  }
   uint32_t q = b->free_queue;
-  if (q >= sa->timeline_capacity || !sa->timelines[q] ||
-      b->free_value == UINT64_MAX) {
-    return false;
-  }
-  return hl_sa_covered_value(cover, sa->timelines[q]->id) >= b->free_value;
+  bool by_timeline = q < sa->timeline_capacity && sa->timelines[q] &&
+                     b->free_value != UINT64_MAX;
+  return (b->free_signal_id && hl_sa_covered_value(cover, b->free_signal_id) >=
+                                   b->free_signal_value) ||
+         (by_timeline &&
+          hl_sa_covered_value(cover, sa->timelines[q]->id) >= b->free_value);
 }
 
 static bool hl_sa_usable(hl_suballocator_t* sa, hl_suballocation_t* b,
