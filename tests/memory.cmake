@@ -62,3 +62,11 @@ if(Python3_Interpreter_FOUND)
     HL_TEST_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     HL_TEST_WORK_DIR="${CMAKE_CURRENT_BINARY_DIR}")
 endif()
+
+# Cross-queue reuse behind the wait frontier (both allocators), as a
+# conformance suite.
+hl_add_test(memory_reuse_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_reuse_test.c
+  LABELS memory concurrency
+  TIMEOUT 120)
+hl_add_cts(memory_reuse_test GPU)

@@ -22,10 +22,12 @@ typedef struct sa_fixture_t {
   hl_backend_stream_t* stream;
   hl_suballocator_t* sa;
   hl_semaphore_t* timelines[3];  // Stand-ins for three queues' timelines.
+  hl_spinlock_t sa_lock;         // The suballocator's (for _locked calls).
 } sa_fixture_t;
 
 static void sa_fixture_init(sa_fixture_t* f, uint64_t limit_bytes) {
   memset(f, 0, sizeof(*f));
+  hl_spinlock_init(&f->sa_lock);
   HL_ASSERT_OK(hl_host_backend_create(0, hl_allocator_system(), &f->backend));
   if (limit_bytes) {
     hl_pool_attributes_t attrs;
@@ -34,8 +36,8 @@ static void sa_fixture_init(sa_fixture_t* f, uint64_t limit_bytes) {
     HL_ASSERT_OK(f->backend->vtable->pool_set_attributes(f->backend, &attrs));
   }
   HL_ASSERT_OK(f->backend->vtable->stream_create(f->backend, &f->stream));
-  HL_ASSERT_OK(
-      hl_suballocator_create(f->backend, UINT64_MAX, false, NULL, &f->sa));
+  HL_ASSERT_OK(hl_suballocator_create(f->backend, UINT64_MAX, false,
+                                      &f->sa_lock, &f->sa));
   for (int i = 0; i < 3; ++i) {
     HL_ASSERT_OK(
         hl_semaphore_create(0, hl_allocator_system(), &f->timelines[i]));
@@ -156,6 +158,70 @@ static void test_cross_queue_reuse_waits_for_timepoint(void** state) {
   hl_suballocator_free(f.sa, v, f.stream, 1, NULL, 0);
   hl_suballocator_free(f.sa, w, f.stream, 1, NULL, 0);
   hl_suballocator_free(f.sa, y, f.stream, 1, NULL, 0);
+  sa_fixture_deinit(&f);
+}
+
+static char* sa_alloc_covered(sa_fixture_t* f, uint64_t size, uint32_t queue,
+                              uint64_t value, const hl_timepoint_id_t* cover,
+                              hl_suballocation_t** out) {
+  void* ptr = NULL;
+  hl_suballoc_cover_t c = {cover, 1};
+  HL_ASSERT_OK(hl_suballocator_alloc_covered(f->sa, size, f->stream, queue,
+                                             f->timelines[queue], value, &c,
+                                             &ptr, out));
+  assert_non_null(ptr);
+  return ptr;
+}
+
+static void sa_free_signalled(sa_fixture_t* f, hl_suballocation_t* b,
+                              uint32_t queue, uint64_t value,
+                              hl_semaphore_t* signal, uint64_t signal_value) {
+  hl_suballocator_poison(f->sa, b);
+  hl_spinlock_lock(&f->sa_lock);
+  hl_suballocator_free_signalled_locked(f->sa, b, f->stream, queue,
+                                        f->timelines[queue], value, signal->id,
+                                        signal_value);
+  hl_spinlock_unlock(&f->sa_lock);
+}
+
+// Reuse behind the wait frontier: queue 1 takes a block queue 0 freed (not
+// yet reached) when its cover names the free's signal or queue 0's timeline
+// at the free, and not for anything less. Two neighbours freed by queue 0
+// merge into one block that needs the later free: covering only the
+// earlier one's signal is not enough.
+static void test_covered_reuse_needs_the_later_free(void** state) {
+  (void)state;
+  sa_fixture_t f;
+  sa_fixture_init(&f, 0);
+  hl_semaphore_t* early = hl_test_semaphore_create();
+  hl_semaphore_t* late = hl_test_semaphore_create();
+  hl_suballocation_t *a, *b, *guard, *y;
+  char* pa = sa_alloc(&f, 2 * KIB, 0, 1, &a);
+  char* pb = sa_alloc(&f, 2 * KIB, 0, 2, &b);
+  assert_ptr_equal(pb, pa + 2 * KIB);
+  sa_alloc(&f, 2 * KIB, 0, 3, &guard);
+  HL_ASSERT_OK(hl_semaphore_signal(f.timelines[0], 3));
+  sa_free_signalled(&f, a, 0, 5, early, 1);
+  sa_free_signalled(&f, b, 0, 7, late, 1);
+  // Covers a's free only: the merged block is not reusable.
+  hl_timepoint_id_t cover = {early->id, 1};
+  char* py = sa_alloc_covered(&f, 4 * KIB, 1, 1, &cover, &y);
+  assert_ptr_not_equal(py, pa);
+  hl_suballocator_free(f.sa, y, f.stream, 1, NULL, 0);
+  cover = (hl_timepoint_id_t){f.timelines[0]->id, 6};
+  assert_ptr_not_equal(sa_alloc_covered(&f, 4 * KIB, 1, 2, &cover, &y), pa);
+  hl_suballocator_free(f.sa, y, f.stream, 1, NULL, 0);
+  // Covers the later free, by its signal or by queue 0's timeline.
+  cover = (hl_timepoint_id_t){late->id, 1};
+  assert_ptr_equal(sa_alloc_covered(&f, 4 * KIB, 1, 3, &cover, &y), pa);
+  sa_free_signalled(&f, y, 1, 4, late, 2);
+  cover = (hl_timepoint_id_t){f.timelines[1]->id, 4};
+  assert_ptr_equal(sa_alloc_covered(&f, 4 * KIB, 2, 1, &cover, &y), pa);
+  assert_int_equal(hl_semaphore_value(f.timelines[0]), 3);  // Never reached.
+  hl_suballocator_free(f.sa, y, f.stream, 2, NULL, 0);
+  hl_suballocator_free(f.sa, guard, f.stream, 0, NULL, 0);
+  hl_semaphore_release(early);
+  hl_semaphore_release(late);
   sa_fixture_deinit(&f);
 }
 
@@ -1018,6 +1084,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_split_and_coalesce),
       cmocka_unit_test(test_cross_queue_reuse_waits_for_timepoint),
+      cmocka_unit_test(test_covered_reuse_needs_the_later_free),
       cmocka_unit_test(test_fresh_slab_tail_is_stream_ordered),
       cmocka_unit_test(test_slabs_fit_the_request_that_grew_them),
       cmocka_unit_test(test_account_parts_sum_to_the_slabs),

@@ -27,3 +27,15 @@ endforeach()
 # The stress test's delays come from the test runtime on hip.
 set_property(TEST timeline_stress_test_hiprt APPEND PROPERTY
   ENVIRONMENT HL_HIP_TEST_RUNTIME_DELAY_US=200)
+
+# Conformance: work whose wait chain failed is never issued (every kind of
+# tail, chains over two and three queues, fences where one wait fails), and
+# released queues give their streams back. On the hip test runtime with 16
+# streams at most: the create/release loop runs 96 queues.
+hl_add_test(timeline_cancel_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/timeline_cancel_test.c
+  LABELS timeline concurrency
+  TIMEOUT 120)
+hl_add_cts(timeline_cancel_test)
+set_property(TEST timeline_cancel_test_hiprt APPEND PROPERTY
+  ENVIRONMENT HL_HIP_TEST_RUNTIME_MAX_STREAMS=16)

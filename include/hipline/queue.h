@@ -6,6 +6,21 @@
 // blocking the caller and issued once the signal is submitted. Waits the
 // queue already covers (its frontier, or its own earlier signals) are elided.
 // Queues are reference counted and thread-safe.
+//
+// Failures. A submission is issued only when each wait is reached, covered
+// by the queue, or backed by the device timepoint of a submission issued
+// without a known failure. A wait on a failed semaphore cancels the
+// submission before anything of it is issued: its signals fail with that
+// status, it gets no device timepoint, and whatever waits for it (on any
+// queue, at any distance) is cancelled in turn. A cancelled dealloca leaves
+// its buffer valid.
+// The window (backends without stream ordered host work, that is hip): a
+// failure that becomes known only after a dependent wait was issued on the
+// device (the semaphore failed from the host while its signalling
+// submission was in flight, or that submission failed as it ran) does not
+// stop the dependent device work already enqueued; it runs, and only its
+// signals fail. Host steps (host calls) are still skipped. See
+// docs/timeline.md.
 #ifndef HIPLINE_QUEUE_H_
 #define HIPLINE_QUEUE_H_
 
@@ -25,7 +40,9 @@ typedef struct hl_buffer_t hl_buffer_t;
 HL_API hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue);
 HL_API void hl_queue_retain(hl_queue_t* queue);
 // Releases |queue| without waiting: submitted work holds the queue until it
-// completes (call hl_queue_wait_idle first to wait for it).
+// completes (call hl_queue_wait_idle first to wait for it). When the last
+// reference of an idle queue goes, its stream and completion resources are
+// given back before this returns.
 HL_API void hl_queue_release(hl_queue_t* queue);
 
 // Borrowed accessors.

@@ -380,7 +380,7 @@ void hl_invocation_release(hl_invocation_t* inv) {
   hl_fence_release(inv->waits);
   hl_fence_release(inv->signal_fence);
   hl_semaphore_release(inv->signal);
-  hl_queue_release(inv->queue);
+  hl_queue_release_internal(inv->queue);
   hl_function_release(inv->function);
   hl_recycler_free(&hl_invocation_recycler_, inv);
 }
@@ -515,7 +515,7 @@ static void hl_import_token_last_release(hl_buffer_token_t* base) {
       HL_COUNT(root->device, async_deallocs);
     }
   }
-  hl_queue_release(token->queue);
+  hl_queue_release_internal(token->queue);
   hl_root_release(root);
   hl_recycler_free(&hl_import_token_recycler_, token);
 }

@@ -17,7 +17,12 @@
 // and the free run when the stream gets there, so a wait that fails at any
 // time before cancels them; without it, they run at issue, so only failures
 // known at issue cancel (a wait issued as a device-side wait that fails
-// later fails the dealloca's signal, but the memory is already freed).
+// later fails the dealloca's signal, but the memory is already freed; see
+// docs/timeline.md for that window). A submission that waits on a failed
+// one is never issued on any backend: a cancelled submission gives its
+// signals no device timepoint.
+// An alloca on hipline's pool reuses blocks that other queues freed behind
+// its queue's wait frontier (hl_queue_frontier_snapshot).
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +49,10 @@ typedef struct hl_alloca_op_t {
   hl_device_t* device;
   hl_backend_stream_t* stream;
   hl_gated_t gate;
+  // The queue's wait frontier when the alloca was issued (hipline's pool):
+  // blocks whose free it covers are reused.
+  size_t cover_count;
+  hl_timepoint_id_t cover[HL_QUEUE_FRONTIER_CAPACITY];
 } hl_alloca_op_t;
 
 static void hl_alloca_on_submit(hl_op_t* base, hl_queue_t* queue,
@@ -78,8 +87,9 @@ static hl_status_t hl_alloca_allocate(void* user) {
   hl_root_t* root = op->root;
   HL_TRACE_ZONE_BEGIN(zone, "hl_queue_alloca.allocate");
   void* ptr = NULL;
+  hl_suballoc_cover_t cover = {op->cover, op->cover_count};
   hl_status_t st = hl_memory_pool_alloc(root, op->stream, op->queue_id,
-                                        op->timeline, op->value, &ptr);
+                                        op->timeline, op->value, &cover, &ptr);
   if (st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) {
     uint64_t used = 0, reserved = 0;
     hl_memory_pool_usage(op->device, &used, &reserved);
@@ -129,6 +139,12 @@ static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   op->device = ctx->device;
   op->stream = ctx->stream;
   op->timeline = hl_queue_timeline(ctx->queue);
+  // What the alloca is ordered after: a block another queue freed behind
+  // that frontier is free by the time the alloca runs (its waits and the
+  // queue's earlier ones come first on the stream).
+  op->cover_count = ctx->device->pool_mode == HL_POOL_MODE_HIPLINE
+                        ? hl_queue_frontier_snapshot(ctx->queue, op->cover)
+                        : 0;
   // Where the backend runs stream work in order (stream_ordered_host_work)
   // the pool sees allocations and frees in execution order, so a block
   // freed on this stream is reused at once however far the host has run
@@ -274,7 +290,9 @@ typedef struct hl_dealloca_op_t {
   hl_semaphore_t* timeline;  // The queue's (borrowed while in flight).
   hl_backend_stream_t* stream;
   hl_gated_t gate;
-  const char* what;  // "queue_dealloca" or the fallback that scheduled it.
+  const char* what;    // "queue_dealloca" or the fallback that scheduled it.
+  uint64_t signal_id;  // The first signal of the submission (0: none).
+  uint64_t signal_value;
 } hl_dealloca_op_t;
 
 // Stamps the root with this dealloca's timepoint: the pool lets its own
@@ -284,6 +302,8 @@ static void hl_dealloca_stamp(hl_dealloca_op_t* op) {
   op->root->free_timeline = op->timeline;
   op->root->free_queue_id = op->queue_id;
   op->root->free_value = op->value;
+  op->root->free_signal_id = op->signal_id;
+  op->root->free_signal_value = op->signal_value;
 }
 
 static void hl_dealloca_on_submit(hl_op_t* base, hl_queue_t* queue,
@@ -493,6 +513,12 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
   atomic_init(&op->settled, false);
   op->queue_id = hl_queue_id(queue);
   op->what = who;
+  op->signal_id = 0;
+  op->signal_value = 0;
+  if (signal_fence && signal_fence->count) {
+    op->signal_id = signal_fence->entries[0].semaphore->id;
+    op->signal_value = signal_fence->entries[0].value;
+  }
   st = hl_queue_submit(queue, &waits, signal_fence, &op->base, NULL);
   hl_fence_deinit_embedded(&waits);
   if (st) {

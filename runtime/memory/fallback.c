@@ -65,7 +65,7 @@ static void hl_memory_drain_streams(hl_device_t* device) {
   }
   for (uint32_t i = 0; i < count; ++i) {
     hl_queue_drain(queues[i]);
-    hl_queue_release(queues[i]);
+    hl_queue_release_internal(queues[i]);
   }
   free(queues);
   HL_TRACE_ZONE_END(zone);
@@ -143,7 +143,7 @@ static bool hl_memory_await_failed_streams(hl_fallback_t* fb) {
     }
     st = hl_fence_insert(fence, e.semaphore, e.value);
   }
-  for (uint32_t q = 0; q < count; ++q) hl_queue_release(queues[q]);
+  for (uint32_t q = 0; q < count; ++q) hl_queue_release_internal(queues[q]);
   free(queues);
   if (!st) {
     st = hl_fence_notify(fence, device, hl_memory_failed_streams_fired, fb);
@@ -325,7 +325,7 @@ static hl_status_t hl_memory_frontier_fence(hl_root_t* root,
       st = hl_fence_insert(frontier, hl_queue_timeline(queues[i]),
                            hl_queue_submitted_value(queues[i]));
     }
-    hl_queue_release(queues[i]);
+    hl_queue_release_internal(queues[i]);
   }
   free(queues);
   if (!st) st = hl_fence_join(fence, frontier);

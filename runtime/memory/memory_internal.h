@@ -75,6 +75,10 @@ typedef struct hl_root_t {
   hl_semaphore_t* free_timeline;
   uint32_t free_queue_id;
   uint64_t free_value;
+  // A signal of that dealloca (semaphore id, value; id 0: none), so that
+  // an alloca whose queue waited for it may reuse the memory at once.
+  uint64_t free_signal_id;
+  uint64_t free_signal_value;
 } hl_root_t;
 
 // A token shared by the views of one import: when the last view holding it
@@ -268,10 +272,15 @@ typedef struct hl_memory_state_t {
 // The pool behind queue_alloca (runtime/memory/pool.c): the driver's pool or
 // hipline's suballocator, as the device's pool mode says.
 // Allocates |root|'s memory for the alloca at |timeline|@|value| of queue
-// |queue_id| on |stream|; trims and retries once when out of memory.
+// |queue_id| on |stream|; trims and retries once when out of memory. With
+// hipline's suballocator, a block freed on another queue is reused when
+// |cover| (the alloca's queue's wait frontier; NULL: none) orders the
+// alloca after its free.
 hl_status_t hl_memory_pool_alloc(hl_root_t* root, hl_backend_stream_t* stream,
                                  uint32_t queue_id, hl_semaphore_t* timeline,
-                                 uint64_t value, void** out_ptr);
+                                 uint64_t value,
+                                 const hl_suballoc_cover_t* cover,
+                                 void** out_ptr);
 // hl_memory_pool_alloc where that needs no backend call: hipline's
 // suballocator, already made, serving the request from free space; the
 // alloca is counted (HL_MEMORY_EVENT_ALLOCA) in the same critical section.

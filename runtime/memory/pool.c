@@ -65,7 +65,9 @@ void hl_memory_pool_deinitialize(hl_memory_state_t* state) {
 
 hl_status_t hl_memory_pool_alloc(hl_root_t* root, hl_backend_stream_t* stream,
                                  uint32_t queue_id, hl_semaphore_t* timeline,
-                                 uint64_t value, void** out_ptr) {
+                                 uint64_t value,
+                                 const hl_suballoc_cover_t* cover,
+                                 void** out_ptr) {
   hl_device_t* device = root->device;
   hl_backend_t* backend = device->backend;
   *out_ptr = NULL;
@@ -81,8 +83,9 @@ hl_status_t hl_memory_pool_alloc(hl_root_t* root, hl_backend_stream_t* stream,
     // after its trim below. Real out of memory trims and retries inside.
     for (int attempt = 0; attempt < 2; ++attempt) {
       if (!backend->injects_faults || !hl_faults_should_fail_alloc()) {
-        return hl_suballocator_alloc(sa, root->size, stream, queue_id, timeline,
-                                     value, out_ptr, &root->suballocation);
+        return hl_suballocator_alloc_covered(sa, root->size, stream, queue_id,
+                                             timeline, value, cover, out_ptr,
+                                             &root->suballocation);
       }
     }
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
@@ -133,8 +136,9 @@ hl_status_t hl_memory_pool_free(hl_root_t* root, hl_backend_stream_t* stream,
   }
   hl_suballocator_poison(sa, allocation);
   hl_spinlock_lock(&state->stats_lock);  // The suballocator's lock too.
-  hl_suballocator_free_locked(sa, allocation, stream, root->free_queue_id,
-                              root->free_timeline, root->free_value);
+  hl_suballocator_free_signalled_locked(
+      sa, allocation, stream, root->free_queue_id, root->free_timeline,
+      root->free_value, root->free_signal_id, root->free_signal_value);
   hl_memory_note_locked(state, affinity, HL_MEMORY_EVENT_FREE_BYTES,
                         root->size);
   if (dealloca_queue != UINT32_MAX) {

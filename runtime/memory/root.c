@@ -121,7 +121,8 @@ void hl_root_destroy(hl_root_t* root) {
   hl_device_t* device = root->device;
   hl_recycler_free(&hl_root_recycler_, root);
   if (queue) {
-    hl_queue_release(queue);  // Its device reference covered the root's.
+    // Its device reference covered the root's.
+    hl_queue_release_internal(queue);
   } else {
     hl_device_release_internal(device);
   }

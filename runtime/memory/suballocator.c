@@ -80,6 +80,10 @@ struct hl_suballocation_t {
     uint64_t free_value;  // Free: timepoint of the free on |free_queue|.
     uint64_t requested;   // Live: bytes asked for (the account).
   };
+  // A signal of that free (semaphore id, value; id 0: none): an allocation
+  // ordered after it is ordered after the free (hl_suballoc_cover_t).
+  uint64_t free_signal_id;
+  uint64_t free_signal_value;
   uint32_t free_queue;  // HL_SUBALLOC_NO_QUEUE: reusable by every queue.
   uint32_t freed_by;    // Queue of the last free (statistics).
   uint32_t bin;
@@ -124,6 +128,8 @@ struct hl_suballocator_t {
   hl_semaphore_t** timelines;
   uint32_t timeline_capacity;
   hl_suballocation_t* spare;  // Recycled block records.
+  // What the allocation being served is ordered after (for one lookup).
+  const hl_suballoc_cover_t* cover;
   hl_suballocator_stats_t stats;
 };
 
@@ -213,13 +219,35 @@ static void hl_sa_refresh(hl_suballocator_t* sa, hl_suballocation_t* b) {
   }
 }
 
+// The value of semaphore |id| the allocation is ordered after (0: none).
+static uint64_t hl_sa_covered_value(const hl_suballoc_cover_t* cover,
+                                    uint64_t id) {
+  for (size_t i = 0; cover && id && i < cover->count; ++i) {
+    if (cover->entries[i].semaphore_id == id) return cover->entries[i].value;
+  }
+  return 0;
+}
+
+// Whether the allocation being served is ordered after |b|'s free (its
+// queue's wait frontier covers the free's signal or timeline value).
+static bool hl_sa_covered(hl_suballocator_t* sa, const hl_suballocation_t* b) {
+  const hl_suballoc_cover_t* cover = sa->cover;
+  uint32_t q = b->free_queue;
+  bool by_timeline = q < sa->timeline_capacity && sa->timelines[q] &&
+                     b->free_value != UINT64_MAX;
+  return (b->free_signal_id && hl_sa_covered_value(cover, b->free_signal_id) >=
+                                   b->free_signal_value) ||
+         (by_timeline &&
+          hl_sa_covered_value(cover, sa->timelines[q]->id) >= b->free_value);
+}
+
 static bool hl_sa_usable(hl_suballocator_t* sa, hl_suballocation_t* b,
                          uint32_t queue_id) {
   if (b->free_queue == HL_SUBALLOC_NO_QUEUE || b->free_queue == queue_id) {
     return true;
   }
   hl_sa_refresh(sa, b);
-  return b->free_queue == HL_SUBALLOC_NO_QUEUE;
+  return b->free_queue == HL_SUBALLOC_NO_QUEUE || hl_sa_covered(sa, b);
 }
 
 // Whether free neighbours |a| and |b| may merge: the merged block must be
@@ -259,11 +287,13 @@ static void hl_sa_block_recycle(hl_suballocator_t* sa, hl_suballocation_t* b) {
 // Merges free |b| into free |a| (its left neighbour); |b| is not binned.
 static void hl_sa_merge_into(hl_suballocator_t* sa, hl_suballocation_t* a,
                              hl_suballocation_t* b) {
-  if (a->free_queue == HL_SUBALLOC_NO_QUEUE) {
+  // The merged block keeps the later timepoint, and the signal of that free.
+  if (a->free_queue == HL_SUBALLOC_NO_QUEUE ||
+      (b->free_queue == a->free_queue && b->free_value > a->free_value)) {
     a->free_queue = b->free_queue;
     a->free_value = b->free_value;
-  } else if (b->free_queue == a->free_queue && b->free_value > a->free_value) {
-    a->free_value = b->free_value;
+    a->free_signal_id = b->free_signal_id;
+    a->free_signal_value = b->free_signal_value;
   }
   a->size += b->size;
   a->next = b->next;
@@ -322,6 +352,8 @@ static void hl_sa_take(hl_suballocator_t* sa, hl_suballocation_t* b,
     rest->free = true;
     rest->free_queue = b->free_queue;
     rest->free_value = b->free_value;
+    rest->free_signal_id = b->free_signal_id;
+    rest->free_signal_value = b->free_signal_value;
     rest->freed_by = b->freed_by;
     rest->prev = b;
     rest->next = b->next;
@@ -764,6 +796,15 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
                                   uint32_t queue_id, hl_semaphore_t* timeline,
                                   uint64_t value, void** out_ptr,
                                   hl_suballocation_t** out_allocation) {
+  return hl_suballocator_alloc_covered(sa, size, stream, queue_id, timeline,
+                                       value, NULL, out_ptr, out_allocation);
+}
+
+hl_status_t hl_suballocator_alloc_covered(
+    hl_suballocator_t* sa, uint64_t size, hl_backend_stream_t* stream,
+    uint32_t queue_id, hl_semaphore_t* timeline, uint64_t value,
+    const hl_suballoc_cover_t* cover, void** out_ptr,
+    hl_suballocation_t** out_allocation) {
   *out_ptr = NULL;
   *out_allocation = NULL;
   if (size == 0 || size > HL_SA_MAX_SIZE) {
@@ -781,8 +822,11 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* sa, uint64_t size,
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
                           "allocating suballocator metadata");
   }
-  if (hl_sa_take_free_locked(sa, pool, rounded, size, queue_id, spare, out_ptr,
-                             out_allocation)) {
+  sa->cover = cover;  // For this lookup only.
+  bool taken = hl_sa_take_free_locked(sa, pool, rounded, size, queue_id, spare,
+                                      out_ptr, out_allocation);
+  sa->cover = NULL;
+  if (taken) {
     hl_spinlock_unlock(sa->lock);
     return NULL;
   }
@@ -864,12 +908,22 @@ void hl_suballocator_free(hl_suballocator_t* sa, hl_suballocation_t* b,
 void hl_suballocator_free_locked(hl_suballocator_t* sa, hl_suballocation_t* b,
                                  hl_backend_stream_t* stream, uint32_t queue_id,
                                  hl_semaphore_t* timeline, uint64_t value) {
+  hl_suballocator_free_signalled_locked(sa, b, stream, queue_id, timeline,
+                                        value, 0, 0);
+}
+
+void hl_suballocator_free_signalled_locked(
+    hl_suballocator_t* sa, hl_suballocation_t* b, hl_backend_stream_t* stream,
+    uint32_t queue_id, hl_semaphore_t* timeline, uint64_t value,
+    uint64_t signal_id, uint64_t signal_value) {
   (void)stream;
   sa->stats.used_bytes -= b->size;
   b->free = true;
   b->freed_by = queue_id;
   b->free_queue = HL_SUBALLOC_NO_QUEUE;
   b->free_value = 0;
+  b->free_signal_id = timeline ? signal_id : 0;
+  b->free_signal_value = signal_value;
   if (timeline) {
     b->free_queue = queue_id;
     b->free_value = hl_sa_register_timeline(sa, queue_id, timeline)

@@ -36,6 +36,7 @@
 #include "hipline/semaphore.h"
 #include "runtime/backend/backend.h"
 #include "runtime/base/spin.h"
+#include "runtime/timeline/timeline_internal.h"
 
 typedef struct hl_suballocator_t hl_suballocator_t;
 typedef struct hl_suballocation_t hl_suballocation_t;
@@ -100,6 +101,25 @@ hl_status_t hl_suballocator_alloc(hl_suballocator_t* suballocator,
                                   uint64_t value, void** out_ptr,
                                   hl_suballocation_t** out_allocation);
 
+// What an allocation is ordered after beyond its own queue: for each
+// semaphore (by id), the highest value its queue has waited for or knows is
+// reached before the allocation runs (the queue's wait frontier). A block
+// freed on another queue whose free is covered (through that queue's
+// timeline, or the signal the free was stamped with) is reusable at once:
+// IREE's reuse "behind the death frontier".
+typedef struct hl_suballoc_cover_t {
+  const hl_timepoint_id_t* entries;
+  size_t count;
+} hl_suballoc_cover_t;
+
+// hl_suballocator_alloc that also reuses blocks whose free |cover| (NULL:
+// none) orders the allocation after.
+hl_status_t hl_suballocator_alloc_covered(
+    hl_suballocator_t* suballocator, uint64_t size, hl_backend_stream_t* stream,
+    uint32_t queue_id, hl_semaphore_t* timeline, uint64_t value,
+    const hl_suballoc_cover_t* cover, void** out_ptr,
+    hl_suballocation_t** out_allocation);
+
 // hl_suballocator_alloc where free space serves the request, with the
 // suballocator's lock held by the caller: no slab is asked for and no
 // backend is called (so a caller may hold a queue's lock too). Returns
@@ -124,6 +144,15 @@ void hl_suballocator_free_locked(hl_suballocator_t* suballocator,
                                  hl_suballocation_t* allocation,
                                  hl_backend_stream_t* stream, uint32_t queue_id,
                                  hl_semaphore_t* timeline, uint64_t value);
+
+// hl_suballocator_free_locked for a dealloca with a signal: |signal_id|
+// (0: none) @ |signal_value| is one of the semaphores its submission
+// signals, so an allocation whose queue waited for it reuses the block at
+// once (hl_suballoc_cover_t).
+void hl_suballocator_free_signalled_locked(
+    hl_suballocator_t* suballocator, hl_suballocation_t* allocation,
+    hl_backend_stream_t* stream, uint32_t queue_id, hl_semaphore_t* timeline,
+    uint64_t value, uint64_t signal_id, uint64_t signal_value);
 
 // Gives whole free slabs back until at most |min_bytes_to_keep| slab bytes
 // stay. |stream| (may be NULL) is the stream of queue |queue_id| when called

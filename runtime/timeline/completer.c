@@ -369,11 +369,11 @@ static void hl_queue_pump_work(hl_work_t* work) {
   atomic_store(&queue->pump_scheduled, false);
   hl_queue_pump_locked(queue);
   hl_queue_unlock(queue);
-  hl_queue_release(queue);
+  hl_queue_release_internal(queue);
 }
 
 static void hl_queue_release_work(hl_work_t* work) {
-  hl_queue_release(
+  hl_queue_release_internal(
       (hl_queue_t*)((char*)work - offsetof(hl_queue_t, pump_work)));
 }
 

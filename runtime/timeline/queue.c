@@ -94,7 +94,7 @@ void hl_submission_destroy(hl_work_t* work) {
   hl_status_free(status);
   hl_queue_t* queue = sub->queue;
   hl_submission_recycle(sub);
-  hl_queue_release(queue);
+  hl_queue_release_internal(queue);
 }
 
 // Finishes |sub| on the calling thread where that is cheap: releases the
@@ -300,7 +300,34 @@ bool hl_queue_release_unless_last(hl_queue_t* queue) {
   return hl_ref_drop_unless_last(&queue->ref_count);
 }
 
+// Whether every submission made so far has finished on the stream. Under
+// the queue's lock: a caller that saw a submission's signal then also sees
+// its done value (both are published in one critical section).
+static bool hl_queue_idle(hl_queue_t* queue) {
+  hl_queue_lock(queue);
+  bool idle =
+      hl_semaphore_value(queue->done) >= hl_queue_submitted_value(queue);
+  hl_queue_unlock(queue);
+  return idle;
+}
+
 void hl_queue_release(hl_queue_t* queue) {
+  if (!queue) return;
+  // An idle queue may still be held by the clean-ups of its finished
+  // submissions (deferred to the device's work thread, in batches): the
+  // application's release lets them run first, so that when it drops the
+  // last handle the stream and the completer are gone before this returns,
+  // and a new queue can have them (a backend has a limited number of
+  // streams). The runtime's own references go with
+  // hl_queue_release_internal, which never waits for deferred work.
+  if (atomic_load_explicit(&queue->ref_count, memory_order_relaxed) > 1 &&
+      !hl_device_on_runtime_thread(queue->device) && hl_queue_idle(queue)) {
+    hl_device_flush_work(queue->device);
+  }
+  hl_queue_release_internal(queue);
+}
+
+void hl_queue_release_internal(hl_queue_t* queue) {
   if (!queue) return;
   // Fast path: not the last reference.
   if (hl_ref_drop_unless_last(&queue->ref_count)) return;
@@ -609,7 +636,7 @@ hl_status_t hl_device_wait_idle(hl_device_t* device, int64_t deadline) {
     } else {
       hl_status_free(queue_st);
     }
-    hl_queue_release(queues[i]);
+    hl_queue_release_internal(queues[i]);
   }
   free(queues);
   // Completions and deferred frees triggered by that work are queued by now;

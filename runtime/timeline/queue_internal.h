@@ -9,7 +9,7 @@
 #include "runtime/base/recycler.h"
 #include "runtime/timeline/timeline_internal.h"
 
-#define HL_FRONTIER_CAPACITY 32
+#define HL_FRONTIER_CAPACITY HL_QUEUE_FRONTIER_CAPACITY
 
 typedef struct hl_frontier_entry_t {
   uint64_t semaphore_id;

@@ -44,6 +44,17 @@ void hl_frontier_raise(hl_queue_t* q, uint64_t id, uint64_t value) {
   q->frontier[slot].value = value;
 }
 
+size_t hl_queue_frontier_snapshot(hl_queue_t* queue, hl_timepoint_id_t* out) {
+  hl_queue_lock(queue);
+  size_t count = queue->frontier_count;
+  for (size_t i = 0; i < count; ++i) {
+    out[i].semaphore_id = queue->frontier[i].semaphore_id;
+    out[i].value = queue->frontier[i].value;
+  }
+  hl_queue_unlock(queue);
+  return count;
+}
+
 // Runs |gate->fn| unless the submission or its queue has failed.
 static void hl_gated_run(hl_gated_t* gate) {
   if (atomic_load(&gate->submission->failure)) return;
@@ -168,6 +179,9 @@ void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
       hl_semaphore_t* s = sub->waits[i].semaphore;
       uint64_t v = sub->waits[i].value;
       if (hl_semaphore_value(s) >= v) {
+        // Known reached: the queue's work from here on is ordered after it
+        // (the pool reuses memory freed behind it, hl_queue_frontier_snapshot).
+        hl_frontier_raise(queue, s->id, v);
         ++queue->stats.waits_elided;
         continue;
       }
@@ -414,8 +428,15 @@ static void hl_queue_attach_signals_locked(hl_queue_t* queue,
     // The completer synchronizes the stream instead of an event.
     if (queue->by_events) hl_queue_completer_push(queue, sub);
   } else {
-    // Its one reference is held while the timepoints are attached.
-    for (size_t i = 0; i <= sub->signal_count; ++i) {
+    // Its one reference is held while the timepoints are attached. A
+    // submission that failed by now issued nothing and will fail its
+    // signals: no other queue may wait for them on the device (the event
+    // would let its work run); they park until the failure is published.
+    // The queue's timeline still reaches its value (unless the queue fails).
+    bool failed = atomic_load(&sub->failure) != NULL;
+    size_t first = failed ? sub->signal_count : 0;
+    if (failed && atomic_load(&sub->fail_queue)) first = sub->signal_count + 1;
+    for (size_t i = first; i <= sub->signal_count; ++i) {
       hl_semaphore_t* s =
           i < sub->signal_count ? sub->signals[i].semaphore : queue->timeline;
       uint64_t v = i < sub->signal_count ? sub->signals[i].value : sub->value;
@@ -439,9 +460,12 @@ static void hl_queue_attach_signals_locked(hl_queue_t* queue,
 }
 
 // Records that |sub|'s signals are issued on |queue| (its frontier): later
-// waits on them are covered by queue order. The queue's lock held.
+// waits on them are covered by queue order. Not those of a failed
+// submission: a later one on this queue that waits on them must see the
+// failure, not be ordered after work that never ran. The queue's lock held.
 static void hl_queue_raise_frontier_locked(hl_queue_t* queue,
                                            hl_submission_t* sub) {
+  if (atomic_load(&sub->failure)) return;
   for (size_t i = 0; i < sub->signal_count; ++i) {
     hl_frontier_raise(queue, sub->signals[i].semaphore->id,
                       sub->signals[i].value);

@@ -591,6 +591,21 @@ void hl_queue_drain(hl_queue_t* queue);
 hl_backend_stream_t* hl_queue_stream(const hl_queue_t* queue);
 // Last value assigned on the queue's timeline.
 uint64_t hl_queue_submitted_value(hl_queue_t* queue);
+// hl_queue_release for the runtime's own references (roots, invocations,
+// submissions, snapshots): never waits for the device's deferred work.
+void hl_queue_release_internal(hl_queue_t* queue);
+
+// A semaphore value, named by the semaphore's id (ids are never reused).
+typedef struct hl_timepoint_id_t {
+  uint64_t semaphore_id;
+  uint64_t value;
+} hl_timepoint_id_t;
+#define HL_QUEUE_FRONTIER_CAPACITY 32
+// Copies |queue|'s wait frontier (at most HL_QUEUE_FRONTIER_CAPACITY
+// entries) to |out| and returns the count: every value in it is reached, or
+// waited for on the queue's stream, before whatever the queue issues next.
+// Called by an op while it is issued (takes the queue's lock).
+size_t hl_queue_frontier_snapshot(hl_queue_t* queue, hl_timepoint_id_t* out);
 // The queue's internal done semaphore: it reaches N once the Nth submission
 // has finished on the stream, completed or failed, and never fails.
 hl_semaphore_t* hl_queue_done(const hl_queue_t* queue);

@@ -298,6 +298,7 @@ static struct {
   hipStream_t streams[256];  // Live streams, for hipDeviceSynchronize.
   int stream_count;
   char targets[TRT_MAX_DEVICES][64];  // gcnArchName per device.
+  int max_streams;  // hipStreamCreate* fails beyond this many live streams.
 } trt;
 
 static once_flag trt_once = ONCE_FLAG_INIT;
@@ -359,6 +360,9 @@ static void trt_initialize(void) {
       (unsigned)trt_env_u64("HL_HIP_TEST_RUNTIME_DELAY_US", 0, 0, 100000);
   trt.blocking_reuse =
       trt_env_u64("HL_HIP_TEST_RUNTIME_BLOCKING_REUSE", 0, 0, 1) != 0;
+  trt.max_streams = (int)trt_env_u64(
+      "HL_HIP_TEST_RUNTIME_MAX_STREAMS", 256, 1,
+      (uint64_t)(sizeof(trt.streams) / sizeof(trt.streams[0])));
   int major = HL_TRT_ROCM_MAJOR, minor = HL_TRT_ROCM_MINOR;
   const char* version = getenv("HL_HIP_TEST_RUNTIME_VERSION");
   if (version && *version) {
@@ -1128,7 +1132,9 @@ hipError_t hipStreamCreateWithFlags(hipStream_t* out, unsigned int flags) {
   stream->magic = TRT_STREAM_MAGIC;
   stream->device = trt_current_device;
   mtx_lock(&trt.mutex);
-  if (trt.stream_count == (int)(sizeof(trt.streams) / sizeof(trt.streams[0]))) {
+  // A stream holds its hardware queue and resources until hipStreamDestroy
+  // returns; past the limit creation fails as ROCm's does when they run out.
+  if (trt.stream_count >= trt.max_streams) {
     mtx_unlock(&trt.mutex);
     free(stream);
     return hipErrorOutOfMemory;

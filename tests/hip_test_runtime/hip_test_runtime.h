@@ -26,6 +26,10 @@
 //                                     free to execute, as clr's
 //                                     Heap::RemoveMemory does (ts->Wait())
 //                                     from ROCm 6.2 (default 0)
+//   HL_HIP_TEST_RUNTIME_MAX_STREAMS   live streams, 1..256 (default 256): a
+//                                     hipStreamCreateWithFlags past it fails
+//                                     with hipErrorOutOfMemory; a stream
+//                                     counts until hipStreamDestroy returns
 //
 // Graphs: hipStreamBeginCapture (any mode) makes the stream add each kernel,
 // copy and memset to a graph instead of running it; what a graph of hipline's
