@@ -294,7 +294,7 @@ struct hl_backend_t {
   //   the stream: a copy, fill or kernel has run when the call returns.
   //   The layers above then do every queue operation's stream work from a
   //   gated host function, when the stream gets there (hl_stream_work_issue
-  //   in runtime/memory/memory_internal.h), rather than at issue. The same
+  //   in runtime/timeline/stream_work.h), rather than at issue. The same
   //   backend calls are made either way; what the capability adds:
   //   * cancellation until execution: an operation whose submission failed
   //     by the time the stream reaches it (a wait that failed after it was
@@ -321,7 +321,7 @@ struct hl_backend_t {
   //   timeline then launches no host function at all: each queue's completer
   //   thread waits on the submissions' events (event_synchronize, on that
   //   thread only) and runs host calls itself once the stream has reached
-  //   them (runtime/timeline/queue.c, "Completer"). Backend-internal host
+  //   them (runtime/timeline/completer.c). Backend-internal host
   //   functions that touch no hipline state (hip: staging chunk delivery)
   //   remain.
   bool stream_ordered_host_work;

@@ -10,7 +10,6 @@
 #include <unistd.h>
 #endif
 
-#include "runtime/base/spin.h"
 #include "runtime/base/time_util.h"
 
 hl_time_t hl_time_now(void) {

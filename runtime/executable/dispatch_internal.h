@@ -6,7 +6,10 @@
 
 #include "hipline/dispatch.h"
 #include "kernels/kernel_table.h"
-#include "runtime/memory/memory_internal.h"
+#include "runtime/timeline/stream_work.h"
+
+// A root of the memory layer (memory_internal.h); a call only points at it.
+typedef struct hl_root_t hl_root_t;
 
 typedef struct hl_dispatch_call_t {
   const char* kernel_name;  // Static storage.

@@ -9,18 +9,6 @@
 #include "runtime/base/trace.h"
 #include "runtime/memory/memory_internal.h"
 
-const char* hl_buffer_origin_name(hl_buffer_origin_t origin) {
-  switch (origin) {
-    case HL_BUFFER_ORIGIN_ASYNC:
-      return "async";
-    case HL_BUFFER_ORIGIN_EXTERNAL:
-      return "external";
-    case HL_BUFFER_ORIGIN_PERSISTENT:
-      return "persistent";
-  }
-  return "unknown";
-}
-
 //===----------------------------------------------------------------------===//
 // Buffers
 //===----------------------------------------------------------------------===//
@@ -180,11 +168,6 @@ uint64_t hl_buffer_offset(const hl_buffer_t* buffer) {
   return buffer ? buffer->offset : 0;
 }
 
-hl_buffer_origin_t hl_buffer_origin(const hl_buffer_t* buffer) {
-  return buffer ? (hl_buffer_origin_t)atomic_load(&buffer->root->origin)
-                : HL_BUFFER_ORIGIN_ASYNC;
-}
-
 hl_device_t* hl_buffer_device(const hl_buffer_t* buffer) {
   return buffer ? buffer->root->device : NULL;
 }
@@ -230,5 +213,18 @@ hl_status_t hl_buffer_mutation_barrier(const hl_buffer_t* buffer,
   hl_spinlock_lock(&buffer->root->lock);
   hl_status_t st = hl_fence_join(fence, buffer->root->mutation_barrier);
   hl_spinlock_unlock(&buffer->root->lock);
+  return st;
+}
+
+hl_status_t hl_root_create_async(hl_queue_t* queue, uint64_t size,
+                                 hl_buffer_t** out_buffer) {
+  // One reference, the buffer's (the alloca's op borrows it).
+  hl_root_t* root = NULL;
+  HL_RETURN_IF_ERROR_PLAIN(
+      hl_root_create(hl_queue_device(queue), queue, HL_ROOT_MEMORY_POOL,
+                     HL_BUFFER_ORIGIN_ASYNC, size, 1, &root));
+  hl_status_t st =
+      hl_buffer_create_view_adopting(root, 0, size, NULL, out_buffer);
+  if (st) hl_root_destroy(root);  // Nobody else has seen it.
   return st;
 }

@@ -11,6 +11,81 @@
 #include "runtime/memory/memory_internal.h"
 
 //===----------------------------------------------------------------------===//
+// A root's last references
+//===----------------------------------------------------------------------===//
+
+static void hl_root_last_release(hl_root_t* root);
+
+void hl_root_release_for_op(hl_root_t* root) {
+  uint64_t old = atomic_fetch_sub_explicit(&root->refs, HL_ROOT_OP_REF,
+                                           memory_order_acq_rel);
+  if ((uint32_t)old == 1) hl_root_last_release(root);
+}
+
+// True when the memory of |root| would need the fallback if its last buffer
+// went now: it is (or will be) allocated, nothing frees it in queue order yet
+// and the fallback has not taken over already.
+static bool hl_root_wants_fallback(hl_root_t* root) {
+  int state = atomic_load(&root->state);
+  return (state == HL_ROOT_LIVE || state == HL_ROOT_PENDING) &&
+         !atomic_load(&root->dealloca_scheduled) &&
+         !atomic_load(&root->fallback_started);
+}
+
+void hl_root_release(hl_root_t* root) {
+  if (!root) return;
+  // Acquire: a reference dropped on another thread is ordered before this.
+  uint64_t old = atomic_load_explicit(&root->refs, memory_order_acquire);
+  if (old == 1 && !hl_root_wants_fallback(root)) {
+    // The caller holds the only reference (no operation holds one), so no
+    // other thread can take or drop one (every retain starts from a held
+    // reference): the count needs no read-modify-write to reach zero.
+    atomic_store_explicit(&root->refs, 0, memory_order_relaxed);
+    hl_root_last_release(root);
+    return;
+  }
+  for (;;) {
+    uint32_t total = (uint32_t)old;
+    uint32_t ops = (uint32_t)(old >> 32);
+    if (total - ops == 1 && hl_root_wants_fallback(root)) {
+      // The last buffer goes (operations may still be in flight): turn this
+      // reference into an operation reference owned by the fallback, so the
+      // fallback acts now, on the releasing thread, with the root's use
+      // fence complete (every in-flight operation recorded its use when it
+      // was submitted). Nobody else can reach the root any more.
+      if (atomic_compare_exchange_weak_explicit(
+              &root->refs, &old, old + (UINT64_C(1) << 32),
+              memory_order_acq_rel, memory_order_relaxed)) {
+        atomic_store(&root->fallback_started, true);
+        hl_memory_fallback_release(root);
+        return;
+      }
+      continue;
+    }
+    if (atomic_compare_exchange_weak_explicit(&root->refs, &old, old - 1,
+                                              memory_order_acq_rel,
+                                              memory_order_relaxed)) {
+      if (total == 1) hl_root_last_release(root);
+      return;
+    }
+  }
+}
+
+static void hl_root_last_release(hl_root_t* root) {
+  int state = atomic_load(&root->state);
+  if (state == HL_ROOT_LIVE) {
+    // Still live with no reference left: a dealloca (explicit, an import's
+    // or the ordered fallback's) was cancelled because one of its waits
+    // failed after the last buffer went. Free it the conservative way.
+    hl_memory_fallback_orphan(root);
+    return;
+  }
+  // Otherwise the memory is gone already (freed), or there never was any
+  // (the alloca failed or never ran): only the metadata remains.
+  hl_root_destroy(root);
+}
+
+//===----------------------------------------------------------------------===//
 // Fallback release
 //===----------------------------------------------------------------------===//
 //

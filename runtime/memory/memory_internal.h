@@ -1,5 +1,14 @@
 // Internals of the memory layer: roots, buffers, timeline resources and the
 // fallback reclaimer.
+//
+// Files: state.c (a device's memory state, its pool and statistics),
+// root.c (roots), buffer.c (buffer views), alloca.c and dealloca.c (the
+// queue operations), fallback.c (a root's last references and the fallback
+// release), transfer.c, suballocator.c. One tie is by design:
+// fallback.c <-> dealloca.c. The fallback frees an un-escaped root with a
+// queue-ordered dealloca (hl_root_dealloca_as), and a dealloca whose wait
+// failed drops the last reference of a still-live root, which then goes to
+// the fallback as an orphan (hl_root_release_for_op): the two recurse.
 #ifndef HIPLINE_RUNTIME_MEMORY_MEMORY_INTERNAL_H_
 #define HIPLINE_RUNTIME_MEMORY_MEMORY_INTERNAL_H_
 
@@ -7,6 +16,7 @@
 #include "runtime/base/recycler.h"
 #include "runtime/base/spin.h"
 #include "runtime/memory/suballocator.h"
+#include "runtime/timeline/stream_work.h"
 #include "runtime/timeline/timeline_internal.h"
 
 typedef enum hl_root_state_e {
@@ -174,63 +184,6 @@ hl_status_t hl_root_check_live(hl_root_t* root, const char* what);
 bool hl_root_check_use(hl_root_t* root, const char* what,
                        hl_submission_t* submission, bool checked);
 
-// Stream work of queue operations (runtime/memory/stream_work.c): how every
-// operation of the memory, executable and command layers does what it does
-// on its queue's stream. An operation's |issue| puts its work in one
-// function, |fn(user)|, which makes the backend calls (malloc_async,
-// free_async, memcpy_async, memset32_async, launch_kernel) on |ctx->stream|
-// after checking the roots it touches, and hands it to
-// hl_stream_work_issue. When |fn| runs is the backend's to say, through its
-// |stream_ordered_host_work| capability (runtime/backend/backend.h):
-// - with it, |fn| runs from a gated host function when the stream gets
-//   there: it is skipped when the submission has failed by then, including
-//   through a wait that failed after it was issued as a device-side wait;
-//   its checks see the state at that moment; its backend calls take effect
-//   at that point of the stream;
-// - without it, |fn| runs now, on the issuing thread, and its backend calls
-//   are enqueued behind the submission's waits: failures known at issue
-//   skip it (the queue issues no more of a failed submission's operations),
-//   and a later failure of a wait fails the submission's signals but does
-//   not undo the work.
-// Either way a status returned by |fn| fails the submission (not the
-// queue); a backend call that writes device memory and fails goes through
-// hl_stream_work_write_failed instead. |gate| is the operation's storage
-// for the gated call; it must live until the submission completes.
-hl_status_t hl_stream_work_issue(hl_issue_ctx_t* ctx, hl_gated_t* gate,
-                                 hl_gated_fn_t fn, void* user,
-                                 bool runtime_work);
-
-// hl_stream_work_issue for runtime work, then |then(then_user)| (runtime
-// work too: short, leaf locks only) right after |fn| ran or was skipped and
-// before the submission's signals are published: in the same stream item
-// with |stream_ordered_host_work|, now otherwise. For decisions that depend
-// on whether the work ran (|then| runs whatever |fn| returns; with the
-// capability, a failure to enqueue runs neither).
-hl_status_t hl_stream_work_issue_then(hl_issue_ctx_t* ctx, hl_gated_t* gate,
-                                      hl_gated_fn_t fn, void* user,
-                                      hl_host_fn_t then, void* then_user);
-
-// What an operation's stream work reads when it runs (embed it in the op and
-// fill it with hl_stream_work_bind at issue); |gate| is the storage to pass
-// to hl_stream_work_issue.
-typedef struct hl_stream_work_t {
-  hl_submission_t* submission;
-  hl_backend_t* backend;
-  hl_backend_stream_t* stream;
-  bool checked;  // The device's checked mode.
-  hl_gated_t gate;
-} hl_stream_work_t;
-void hl_stream_work_bind(hl_stream_work_t* work, const hl_issue_ctx_t* ctx);
-
-// For stream work whose backend call writes device memory (a fill, a copy,
-// an update, a kernel): when that call fails, the bytes are not what program
-// order says, so the queue fails with the submission and nothing behind it
-// runs as if the write had happened (a failed allocation, by contrast, fails
-// only its submission: its buffer has no memory to misread). Takes
-// |status| (NULL: nothing failed); returns NULL for |fn| to return.
-hl_status_t hl_stream_work_write_failed(hl_stream_work_t* work,
-                                        hl_status_t status);
-
 // Per-device memory state (the device's HL_DEVICE_EXTENSION_MEMORY slot).
 typedef struct hl_fallback_t hl_fallback_t;
 typedef struct hl_memory_state_t {
@@ -269,7 +222,7 @@ typedef struct hl_memory_state_t {
   _Atomic(hl_suballocator_t*) suballocator;
 } hl_memory_state_t;
 
-// The pool behind queue_alloca (runtime/memory/pool.c): the driver's pool or
+// The pool behind queue_alloca (runtime/memory/state.c): the driver's pool or
 // hipline's suballocator, as the device's pool mode says.
 // Allocates |root|'s memory for the alloca at |timeline|@|value| of queue
 // |queue_id| on |stream|; trims and retries once when out of memory. With
@@ -390,6 +343,8 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
                                 const hl_fence_t* signal_fence, hl_root_t* root,
                                 const char* who);
 
+#define HL_ROOT_OP_REF ((UINT64_C(1) << 32) + 1)
+
 // Shared between the files of memory state, roots, the fallback release
 // and buffers (state.c, root.c, fallback.c, buffer.c).
 extern hl_recycler_t hl_buffer_recycler_;
@@ -402,5 +357,23 @@ hl_status_t hl_buffer_create_view_adopting(hl_root_t* root, uint64_t offset,
                                            uint64_t length,
                                            hl_buffer_token_t* token,
                                            hl_buffer_t** out_buffer);
+
+// The two vtables of a pool op (hl_alloca, hl_dealloca): with hipline's
+// suballocator (outside checked mode) its op may run at once; with the
+// driver's pool it never can, so it does not ask.
+#define HL_POOL_OP_FIELDS(op)                                                \
+  .issue = op##_issue, .release = op##_release, .on_submit = op##_on_submit, \
+  .on_cancel = op##_on_cancel, .release_light = op##_release_light,          \
+  .own_refs = op##_own_refs
+#define HL_POOL_OP_VTABLES(op)                                       \
+  static const hl_op_vtable_t op##_vtable = {HL_POOL_OP_FIELDS(op)}; \
+  static const hl_op_vtable_t op##_vtable_at_once = {                \
+      HL_POOL_OP_FIELDS(op), .run_at_once = op##_run_at_once}
+
+// Used by alloca.c and dealloca.c; defined in dealloca.c and state.c.
+bool hl_root_op_release(hl_recycler_t* recycler, hl_op_t* op, hl_root_t* root,
+                        bool owns, bool light);
+void hl_root_op_own(hl_root_t* root, bool* owns);
+bool hl_pool_ops_run_at_once(const hl_device_t* device);
 
 #endif  // HIPLINE_RUNTIME_MEMORY_MEMORY_INTERNAL_H_

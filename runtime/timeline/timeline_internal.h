@@ -21,12 +21,28 @@
 // No backend call is made under a queue or semaphore lock on the submission
 // path: a queue's pump plans a submission under the queue's lock, issues it
 // unlocked (one issuer per queue, hl_queue_t.issuing, keeps stream order)
-// and publishes its timepoints under the lock again (see queue.c). Anything
+// and publishes its timepoints under the lock again (see submit.c). Anything
 // that blocks (stream or event synchronize, joining threads) and every
 // release that may destroy an object is done after unlocking. On backends
 // whose host functions share one driver thread (host_functions_serialized:
 // HIP) a completer thread per queue waits on events with no lock held and
 // takes the queue's lock only to publish.
+//
+// Files. device.c (devices and their extensions), event_pool.c,
+// scheduler.c (the device's work thread), semaphore.c, fence.c, queue.c (the
+// queue object and the walks over a device's queues), submit.c (submitting:
+// check, plan, issue, park, publish), completer.c (publishing, pumps and
+// the completer thread) with queue_internal.h between the three queue
+// files, and stream_work.c (how an operation does its work on the stream,
+// stream_work.h). These files use each other in one circle, and that tie is
+// by design: a queue signals semaphores and a semaphore's signal wakes the
+// queues parked on it (wait-before-signal: the signaller runs their pumps,
+// hl_pump_sink_t), and a device walks its queues (wait_idle, the work
+// thread's flush waits for issuers) while each queue holds its device.
+// Cutting it would turn those direct calls into callbacks with nothing
+// gained: to the layers above, the timeline is one unit behind this header
+// (tools/check_circles.py allows this circle and no other but the memory
+// layer's dealloca.c <-> fallback.c, see memory_internal.h).
 #ifndef HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
 #define HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
 
@@ -176,7 +192,7 @@ int hl_device_work_main(void* arg);
 // Queues |work| on |device|'s completion thread.
 void hl_device_enqueue_work(hl_device_t* device, hl_work_t* work);
 
-// Pump sinks (queue.c). A queue's pump (issuing submissions that a signal
+// Pump sinks (completer.c). A queue's pump (issuing submissions that a signal
 // made issuable) normally runs on its device's work thread. A thread that
 // signals opens a sink before it takes a queue or semaphore lock and closes it
 // once it holds no lock: the pumps its signals scheduled then run on it,
@@ -494,7 +510,7 @@ typedef struct hl_op_t hl_op_t;
 typedef struct hl_op_vtable_t {
   // Enqueues the operation's device work on |ctx->stream|. Called in queue
   // order by the queue's one issuer, without the queue's lock (see
-  // queue.c). A failure fails the submission (and the queue, for backend
+  // submit.c). A failure fails the submission (and the queue, for backend
   // errors).
   hl_status_t (*issue)(hl_op_t* op, hl_issue_ctx_t* ctx);
   // Drops the operation's resources once the submission has completed,
@@ -519,8 +535,8 @@ typedef struct hl_op_vtable_t {
   bool (*release_light)(hl_op_t* op, hl_status_t status);
   // Optional: the op borrowed references its submitter holds for the
   // duration of hl_queue_submit (as the submission does, see |borrowed| in
-  // queue.c) and takes its own now: the submission may outlive that call.
-  // Called by the issuer, inside hl_queue_submit, at most once.
+  // queue_internal.h) and takes its own now: the submission may outlive that
+  // call. Called by the issuer, inside hl_queue_submit, at most once.
   void (*own_refs)(hl_op_t* op);
   // Optional: runs the op's whole work now, on the submitting thread, if it
   // needs no backend call and nothing that can wait (a suballocator hit,

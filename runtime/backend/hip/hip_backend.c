@@ -46,13 +46,6 @@ void hl_hip_scope_exit(hl_hip_backend_t* backend,
   }
 }
 
-// Logs and frees a status from a call that cannot report failure.
-void hl_hip_log_and_ignore(hl_status_t status, const char* what) {
-  if (hl_status_is_ok(status)) return;
-  HL_LOG_ERROR("hip backend: %s: %s", what, hl_status_message(status));
-  hl_status_ignore(status);
-}
-
 //===----------------------------------------------------------------------===//
 // Availability and properties
 //===----------------------------------------------------------------------===//
@@ -335,6 +328,20 @@ hl_status_t hl_hip_backend_create(int ordinal, hl_allocator_t allocator,
   *out_backend = &backend->base;
   return hl_ok_status();
 }
+
+//===----------------------------------------------------------------------===//
+// Entry points that run on the backend's device (see hl_hip_scope_enter)
+//===----------------------------------------------------------------------===//
+
+#define HL_HIP_ON_DEVICE(backend, call)                       \
+  hl_hip_backend_t* hl_b_ = hl_hip_backend_cast(backend);     \
+  hl_hip_device_scope_t hl_scope_;                            \
+  hl_status_t hl_st_ = hl_hip_scope_enter(hl_b_, &hl_scope_); \
+  if (hl_status_is_ok(hl_st_)) {                              \
+    hl_st_ = call;                                            \
+    hl_hip_scope_exit(hl_b_, &hl_scope_);                     \
+  }                                                           \
+  return hl_st_
 
 static hl_status_t hl_hip_stream_create(hl_backend_t* base,
                                         hl_backend_stream_t** out_stream) {

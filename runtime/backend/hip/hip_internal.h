@@ -32,6 +32,7 @@
 #include "runtime/backend/hip/dynamic_symbols.h"
 #include "runtime/backend/hip/size_map.h"
 #include "runtime/backend/hip/status_util.h"
+#include "runtime/base/log.h"
 
 // Host<->device copies go through pinned staging chunks: hipMemcpyAsync on
 // pageable memory waits for the copy (clr hipamd/src/hip_memory.cpp,
@@ -133,26 +134,18 @@ typedef struct hl_hip_device_scope_t {
   bool changed;
 } hl_hip_device_scope_t;
 
-//===----------------------------------------------------------------------===//
-// Entry points that run on the backend's device (see hl_hip_scope_enter)
-//===----------------------------------------------------------------------===//
-
-#define HL_HIP_ON_DEVICE(backend, call)                       \
-  hl_hip_backend_t* hl_b_ = hl_hip_backend_cast(backend);     \
-  hl_hip_device_scope_t hl_scope_;                            \
-  hl_status_t hl_st_ = hl_hip_scope_enter(hl_b_, &hl_scope_); \
-  if (hl_status_is_ok(hl_st_)) {                              \
-    hl_st_ = call;                                            \
-    hl_hip_scope_exit(hl_b_, &hl_scope_);                     \
-  }                                                           \
-  return hl_st_
+// Logs and frees a status from a call that cannot report failure.
+static inline void hl_hip_log_and_ignore(hl_status_t status, const char* what) {
+  if (hl_status_is_ok(status)) return;
+  HL_LOG_ERROR("hip backend: %s: %s", what, hl_status_message(status));
+  hl_status_ignore(status);
+}
 
 // Shared between the files of the hip backend.
 hl_status_t hl_hip_scope_enter(hl_hip_backend_t* backend,
                                hl_hip_device_scope_t* scope);
 void hl_hip_scope_exit(hl_hip_backend_t* backend,
                        const hl_hip_device_scope_t* scope);
-void hl_hip_log_and_ignore(hl_status_t status, const char* what);
 hl_status_t hl_hip_stream_create_on_device(hl_backend_t* base,
                                            hl_backend_stream_t** out_stream);
 void hl_hip_stream_destroy_on_device(hl_backend_t* base,

@@ -1,9 +1,9 @@
 // Stream work of queue operations (see hl_stream_work_issue in
-// memory_internal.h): the one place that decides, from the backend's
+// stream_work.h): the one place that decides, from the backend's
 // |stream_ordered_host_work| capability, whether an operation's work runs
 // when its stream gets there or when it is issued.
 
-#include "runtime/memory/memory_internal.h"
+#include "runtime/timeline/stream_work.h"
 
 hl_status_t hl_stream_work_issue(hl_issue_ctx_t* ctx, hl_gated_t* gate,
                                  hl_gated_fn_t fn, void* user,
