@@ -10,12 +10,11 @@
 
 #include "runtime/base/env.h"
 
-static const char* const kBackendNames[] = {"auto", "host", "hip"};
-#define HL_BACKEND_NAME_COUNT (sizeof(kBackendNames) / sizeof(kBackendNames[0]))
-
 const char* hl_backend_kind_name(hl_backend_kind_t kind) {
-  return (unsigned)kind < HL_BACKEND_NAME_COUNT ? kBackendNames[kind]
-                                                : "unknown";
+  // The names HIPLINE_BACKEND accepts, by kind.
+  const hl_env_var_t* names = hl_env_var(HL_ENV_BACKEND);
+  return (unsigned)kind < (unsigned)names->name_count ? names->names[kind]
+                                                      : "unknown";
 }
 
 hl_status_t hl_backend_query(hl_backend_kind_t kind,
@@ -40,9 +39,7 @@ hl_status_t hl_backend_query(hl_backend_kind_t kind,
 hl_status_t hl_backend_kind_from_env(hl_backend_kind_t* out_kind) {
   int index = 0;
   bool set = false;
-  HL_RETURN_IF_ERROR_PLAIN(hl_env_enum("HIPLINE_BACKEND", kBackendNames,
-                                       (int)HL_BACKEND_NAME_COUNT, &index,
-                                       &set));
+  HL_RETURN_IF_ERROR_PLAIN(hl_env_read_enum(HL_ENV_BACKEND, &index, &set));
   *out_kind = set ? (hl_backend_kind_t)index : HL_BACKEND_AUTO;
   return NULL;
 }

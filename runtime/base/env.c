@@ -141,19 +141,6 @@ hl_status_t hl_env_size(const char* name, uint64_t* out, bool* out_set) {
   return NULL;
 }
 
-hl_status_t hl_env_size_in(const char* name, uint64_t min, uint64_t max,
-                           const char* range, uint64_t* out, bool* out_set) {
-  HL_RETURN_IF_ERROR_PLAIN(hl_env_size(name, out, out_set));
-  if (*out_set && (*out < min || *out > max)) {
-    *out_set = false;
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "%s=%llu is not valid; accepted values: a byte size "
-                          "in %s",
-                          name, (unsigned long long)*out, range);
-  }
-  return NULL;
-}
-
 hl_status_t hl_parse_kv_list(const char* what, const char* text, hl_kv_fn_t fn,
                              void* user) {
   if (!text) return NULL;
@@ -197,4 +184,194 @@ hl_status_t hl_parse_kv_list(const char* what, const char* text, hl_kv_fn_t fn,
     }
   }
   return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// The table of environment variables
+//===----------------------------------------------------------------------===//
+
+static const char* const kBackendNames[] = {"auto", "host", "hip"};
+static const char* const kFallbackNames[] = {"ordered", "frontier",
+                                             "device-sync"};
+static const char* const kAllocatorNames[] = {"driver", "hipline"};
+static const char* const kLogNames[] = {"off", "error", "warn", "info",
+                                        "debug"};
+
+#define HL_ENV_ENUM(names) \
+  HL_ENV_KIND_ENUM, names, sizeof(names) / sizeof(*names)
+#define HL_ENV_PLAIN(kind) kind, NULL, 0
+
+static const hl_env_var_t kEnvVars[HL_ENV_COUNT] = {
+    [HL_ENV_BACKEND] = {"HIPLINE_BACKEND", HL_ENV_ENUM(kBackendNames), 0, 0,
+                        "auto",
+                        "backend of devices created with HL_BACKEND_AUTO"},
+    [HL_ENV_ASSUME_NO_ALIAS] = {"HIPLINE_ASSUME_NO_ALIAS",
+                                HL_ENV_PLAIN(HL_ENV_KIND_BOOL), 0, 0, "unset",
+                                "process-wide assume_no_alias of invocations"},
+    [HL_ENV_FALLBACK] = {"HIPLINE_FALLBACK", HL_ENV_ENUM(kFallbackNames), 0, 0,
+                         "ordered",
+                         "how a root released without a dealloca is freed"},
+    [HL_ENV_POOL_RELEASE_THRESHOLD] = {"HIPLINE_POOL_RELEASE_THRESHOLD",
+                                       HL_ENV_PLAIN(HL_ENV_KIND_SIZE), 0, 0,
+                                       "the backend's default",
+                                       "bytes the pool keeps when idle"},
+    [HL_ENV_ALLOCATOR] = {"HIPLINE_ALLOCATOR", HL_ENV_ENUM(kAllocatorNames), 0,
+                          0, "hipline", "what serves hl_queue_alloca"},
+    [HL_ENV_CHECKED] = {"HIPLINE_CHECKED", HL_ENV_PLAIN(HL_ENV_KIND_BOOL), 0, 0,
+                        "off", "checked mode (host backend)"},
+    [HL_ENV_FAULTS] = {"HIPLINE_FAULTS", HL_ENV_PLAIN(HL_ENV_KIND_SPEC), 0, 0,
+                       "none", "fault injection (base/faults.h)"},
+    [HL_ENV_TRACE] = {"HIPLINE_TRACE", HL_ENV_PLAIN(HL_ENV_KIND_PATH), 0, 512,
+                      "off", "file the trace zones are written to at exit"},
+    [HL_ENV_HOST_MEMORY] = {"HIPLINE_HOST_MEMORY",
+                            HL_ENV_PLAIN(HL_ENV_KIND_SIZE), 4096,
+                            (uint64_t)1 << 48, "half of physical memory",
+                            "memory size of a host-backend device",
+                            "[4096, 2^48]"},
+    [HL_ENV_HOST_DEVICES] = {"HIPLINE_HOST_DEVICES",
+                             HL_ENV_PLAIN(HL_ENV_KIND_UINT), 1, 64, "1",
+                             "number of host-backend devices"},
+    [HL_ENV_HOST_INLINE] = {"HIPLINE_HOST_INLINE",
+                            HL_ENV_PLAIN(HL_ENV_KIND_BOOL), 0, 0, "on",
+                            "host backend: short runtime work runs inline"},
+    [HL_ENV_QUEUE_DEPTH] = {"HIPLINE_QUEUE_DEPTH",
+                            HL_ENV_PLAIN(HL_ENV_KIND_UINT), 1, 1u << 20, "1024",
+                            "submissions a queue holds before one blocks"},
+    [HL_ENV_LOG] = {"HIPLINE_LOG", HL_ENV_ENUM(kLogNames), 0, 0, "warn",
+                    "log level (stderr)"},
+    [HL_ENV_ELIDE_FILLS] = {"HIPLINE_ELIDE_FILLS",
+                            HL_ENV_PLAIN(HL_ENV_KIND_BOOL), 0, 0, "on",
+                            "fill elision in hl_command_buffer_finalize"},
+};
+
+const hl_env_var_t* hl_env_var(hl_env_id_t id) {
+  return (unsigned)id < HL_ENV_COUNT ? &kEnvVars[id] : NULL;
+}
+
+const hl_env_var_t* hl_env_find(const char* name, size_t length) {
+  for (int i = 0; i < HL_ENV_COUNT; ++i) {
+    const char* known = kEnvVars[i].name;
+    if (strlen(known) == length && strncmp(name, known, length) == 0) {
+      return &kEnvVars[i];
+    }
+  }
+  return NULL;
+}
+
+// Edit distance between |a| (|n| bytes) and |b|, capped at 3.
+static int hl_env_distance(const char* a, size_t n, const char* b) {
+  size_t m = strlen(b);
+  if (n > m + 2 || m > n + 2 || m > 63) return 3;
+  int row[64];
+  for (size_t j = 0; j <= m; ++j) row[j] = (int)j;
+  for (size_t i = 1; i <= n; ++i) {
+    int diagonal = row[0];
+    row[0] = (int)i;
+    for (size_t j = 1; j <= m; ++j) {
+      int up = row[j];
+      int best = diagonal + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diagonal = up;
+    }
+  }
+  return row[m] < 3 ? row[m] : 3;
+}
+
+const hl_env_var_t* hl_env_suggest(const char* name, size_t length) {
+  if (hl_env_find(name, length)) return NULL;
+  for (int i = 0; i < HL_ENV_COUNT; ++i) {
+    if (hl_env_distance(name, length, kEnvVars[i].name) <= 2) {
+      return &kEnvVars[i];
+    }
+  }
+  return NULL;
+}
+
+// Parses |value| (set) as |var| says into |out| (bool, uint64_t or int).
+static hl_status_t hl_env_parse(const hl_env_var_t* var, const char* value,
+                                void* out) {
+  switch (var->kind) {
+    case HL_ENV_KIND_BOOL:
+      return hl_parse_bool(var->name, value, (bool*)out);
+    case HL_ENV_KIND_SIZE: {
+      HL_RETURN_IF_ERROR_PLAIN(hl_parse_size(var->name, value, (uint64_t*)out));
+      uint64_t size = *(uint64_t*)out;
+      if (var->max && (size < var->min || size > var->max)) {
+        return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                              "%s=%llu is not valid; accepted values: a byte "
+                              "size in %s",
+                              var->name, (unsigned long long)size, var->range);
+      }
+      return NULL;
+    }
+    case HL_ENV_KIND_ENUM:
+      return hl_parse_enum(var->name, value, var->names, var->name_count,
+                           (int*)out);
+    case HL_ENV_KIND_UINT:
+      return hl_parse_u64(var->name, value, var->min, var->max, (uint64_t*)out);
+    case HL_ENV_KIND_PATH:
+      if (strlen(value) >= var->max) {
+        return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                              "%s='%.64s...' is not valid; accepted values: a "
+                              "file path shorter than %llu bytes",
+                              var->name, value, (unsigned long long)var->max);
+      }
+      return NULL;
+    case HL_ENV_KIND_SPEC:
+      return NULL;
+  }
+  return NULL;
+}
+
+hl_status_t hl_env_var_check(const hl_env_var_t* var) {
+  const char* value = hl_env_get(var->name);
+  if (!value) return NULL;
+  union {
+    bool b;
+    uint64_t u;
+    int i;
+  } scratch;
+  return hl_env_parse(var, value, &scratch);
+}
+
+// Reads |id|, which must be of |kind|, into |out|.
+static hl_status_t hl_env_read(hl_env_id_t id, hl_env_kind_t kind, void* out,
+                               bool* out_set) {
+  const hl_env_var_t* var = hl_env_var(id);
+  *out_set = false;
+  if (!var || var->kind != kind) {
+    return HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                          "environment variable %d read as the wrong kind",
+                          (int)id);
+  }
+  const char* value = hl_env_get(var->name);
+  if (!value) return NULL;
+  HL_RETURN_IF_ERROR_PLAIN(hl_env_parse(var, value, out));
+  *out_set = true;
+  return NULL;
+}
+
+hl_status_t hl_env_read_bool(hl_env_id_t id, bool* out, bool* out_set) {
+  return hl_env_read(id, HL_ENV_KIND_BOOL, out, out_set);
+}
+
+hl_status_t hl_env_read_size(hl_env_id_t id, uint64_t* out, bool* out_set) {
+  return hl_env_read(id, HL_ENV_KIND_SIZE, out, out_set);
+}
+
+hl_status_t hl_env_read_enum(hl_env_id_t id, int* out_index, bool* out_set) {
+  return hl_env_read(id, HL_ENV_KIND_ENUM, out_index, out_set);
+}
+
+hl_status_t hl_env_read_uint(hl_env_id_t id, uint64_t* out, bool* out_set) {
+  return hl_env_read(id, HL_ENV_KIND_UINT, out, out_set);
+}
+
+const char* hl_env_read_text(hl_env_id_t id) {
+  const hl_env_var_t* var = hl_env_var(id);
+  if (!var || (var->kind != HL_ENV_KIND_SPEC && var->kind != HL_ENV_KIND_PATH))
+    return NULL;
+  return hl_env_get(var->name);
 }

@@ -47,7 +47,7 @@ hl_status_t hl_faults_parse(const char* spec, hl_faults_t* out) {
 }
 
 hl_status_t hl_faults_from_env(hl_faults_t* out) {
-  return hl_faults_parse(hl_env_get("HIPLINE_FAULTS"), out);
+  return hl_faults_parse(hl_env_read_text(HL_ENV_FAULTS), out);
 }
 
 static once_flag hl_faults_once_ = ONCE_FLAG_INIT;

@@ -8,14 +8,12 @@
 
 #include "runtime/base/env.h"
 
-static const char* const kLogNames[] = {"off", "error", "warn", "info",
-                                        "debug"};
 static atomic_int hl_log_level_ = -1;
 
 hl_status_t hl_log_level_from_env(hl_log_level_t* out_level) {
   int index = HL_LOG_WARN;
   bool set = false;
-  hl_status_t st = hl_env_enum("HIPLINE_LOG", kLogNames, 5, &index, &set);
+  hl_status_t st = hl_env_read_enum(HL_ENV_LOG, &index, &set);
   *out_level = (hl_log_level_t)index;
   return st;
 }

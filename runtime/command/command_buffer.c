@@ -770,7 +770,7 @@ hl_status_t hl_command_buffer_finalize(hl_command_buffer_t* cb) {
                           (unsigned long long)cb->id);
   }
   bool elide = true, set = false;
-  HL_RETURN_IF_ERROR(hl_env_bool("HIPLINE_ELIDE_FILLS", &elide, &set),
+  HL_RETURN_IF_ERROR(hl_env_read_bool(HL_ENV_ELIDE_FILLS, &elide, &set),
                      "finalizing command buffer %llu",
                      (unsigned long long)cb->id);
   if (cb->flags & HL_COMMAND_BUFFER_FLAG_NO_ELISION) elide = false;

@@ -126,7 +126,7 @@ static void hl_setting_load_locked(void) {
   if (hl_setting_loaded_) return;
   hl_setting_loaded_ = true;
   bool value = false, set = false;
-  hl_setting_error_ = hl_env_bool("HIPLINE_ASSUME_NO_ALIAS", &value, &set);
+  hl_setting_error_ = hl_env_read_bool(HL_ENV_ASSUME_NO_ALIAS, &value, &set);
   if (!hl_setting_error_ && set) {
     hl_setting_value_ = value ? HL_TRISTATE_TRUE : HL_TRISTATE_FALSE;
     hl_setting_source_ = HL_SETTING_SOURCE_ENVIRONMENT;

@@ -18,11 +18,9 @@
 
 extern char** environ;
 
-static const char* const kFallbackNames[] = {"ordered", "frontier",
-                                             "device-sync"};
+// By the index of HIPLINE_FALLBACK's values (base/env.c).
 static const hl_fallback_mode_t kFallbackModes[] = {
     HL_FALLBACK_ORDERED, HL_FALLBACK_FRONTIER, HL_FALLBACK_DEVICE_SYNC};
-static const char* const kPoolModeNames[] = {"driver", "hipline"};
 
 const char* hl_pool_mode_name(hl_pool_mode_t mode) {
   switch (mode) {
@@ -93,7 +91,7 @@ static hl_status_t hl_trace_path_check(const char* path) {
   return NULL;
 }
 static void hl_trace_from_env(void) {
-  const char* path = hl_env_get("HIPLINE_TRACE");
+  const char* path = hl_env_read_text(HL_ENV_TRACE);
   if (!path || strlen(path) >= sizeof(hl_trace_path_)) return;
   snprintf(hl_trace_path_, sizeof(hl_trace_path_), "%s", path);
   hl_trace_capture_begin(0);
@@ -104,82 +102,50 @@ static once_flag hl_trace_env_once_ = ONCE_FLAG_INIT;
 // HIPLINE_QUEUE_DEPTH: a decimal in [1, HL_QUEUE_DEPTH_MAX]; 0 when unset.
 static hl_status_t hl_queue_depth_from_env(uint32_t* out_depth) {
   *out_depth = 0;
-  const char* value = hl_env_get("HIPLINE_QUEUE_DEPTH");
-  if (!value) return NULL;
   uint64_t depth = 0;
-  HL_RETURN_IF_ERROR_PLAIN(hl_parse_u64("HIPLINE_QUEUE_DEPTH", value, 1,
-                                        HL_QUEUE_DEPTH_MAX, &depth));
+  bool set = false;
+  HL_RETURN_IF_ERROR_PLAIN(hl_env_read_uint(HL_ENV_QUEUE_DEPTH, &depth, &set));
+  if (depth > HL_QUEUE_DEPTH_MAX) {  // The table's range (base/env.c).
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "HIPLINE_QUEUE_DEPTH=%llu is more than %u",
+                          (unsigned long long)depth, HL_QUEUE_DEPTH_MAX);
+  }
   *out_depth = (uint32_t)depth;
   return NULL;
 }
 
-hl_status_t hl_environment_check(void) {
-  static const char* const kKnown[] = {
-      "HIPLINE_BACKEND", "HIPLINE_ASSUME_NO_ALIAS", "HIPLINE_FALLBACK",
-      "HIPLINE_POOL_RELEASE_THRESHOLD", "HIPLINE_CHECKED", "HIPLINE_FAULTS",
-      "HIPLINE_TRACE", "HIPLINE_LOG", "HIPLINE_HOST_DEVICES",
-      "HIPLINE_ELIDE_FILLS", "HIPLINE_ALLOCATOR", "HIPLINE_HOST_MEMORY",
-      "HIPLINE_HOST_INLINE", "HIPLINE_QUEUE_DEPTH",
-      // Read by the scripts and tools, not the library.
-      "HIPLINE_JOBS", "HIPLINE_SKIP_APT", "HIPLINE_JUNIT_DIR",
-      "HIPLINE_FUZZ_SECONDS", "HIPLINE_FUZZ_BUILD_DIR", "HIPLINE_TRACE_CONVERT",
-      "HIPLINE_TEST_BACKEND", "HIPLINE_TSAN"};
-  hl_backend_kind_t kind;
-  HL_RETURN_IF_ERROR_PLAIN(hl_backend_kind_from_env(&kind));
-  int index = 0;
-  bool set = false, flag = false;
-  HL_RETURN_IF_ERROR_PLAIN(
-      hl_env_enum("HIPLINE_FALLBACK", kFallbackNames, 3, &index, &set));
-  uint64_t size = 0;
-  HL_RETURN_IF_ERROR_PLAIN(
-      hl_env_size("HIPLINE_POOL_RELEASE_THRESHOLD", &size, &set));
-  HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_CHECKED", &flag, &set));
-  HL_RETURN_IF_ERROR_PLAIN(
-      hl_env_enum("HIPLINE_ALLOCATOR", kPoolModeNames, 2, &index, &set));
-  HL_RETURN_IF_ERROR_PLAIN(
-      hl_env_size_in("HIPLINE_HOST_MEMORY", HL_HOST_MEMORY_MIN,
-                     HL_HOST_MEMORY_MAX, HL_HOST_MEMORY_RANGE, &size, &set));
-  HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_HOST_INLINE", &flag, &set));
-  HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_ASSUME_NO_ALIAS", &flag, &set));
-  HL_RETURN_IF_ERROR_PLAIN(hl_env_bool("HIPLINE_ELIDE_FILLS", &flag, &set));
-  hl_faults_t faults;
-  HL_RETURN_IF_ERROR_PLAIN(hl_faults_from_env(&faults));
-  hl_log_level_t level;
-  HL_RETURN_IF_ERROR_PLAIN(hl_log_level_from_env(&level));
-  const char* trace = hl_env_get("HIPLINE_TRACE");
-  if (trace && strlen(trace) >= sizeof(hl_trace_path_)) {
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "HIPLINE_TRACE='%.64s...' is not valid; accepted "
-                          "values: a file path shorter than %zu bytes",
-                          trace, sizeof(hl_trace_path_));
-  }
-  if (trace) HL_RETURN_IF_ERROR_PLAIN(hl_trace_path_check(trace));
-  uint32_t depth = 0;
-  HL_RETURN_IF_ERROR_PLAIN(hl_queue_depth_from_env(&depth));
-  const char* devices = hl_env_get("HIPLINE_HOST_DEVICES");
-  if (devices) {
-    uint64_t n = 0;
-    HL_RETURN_IF_ERROR_PLAIN(
-        hl_parse_u64("HIPLINE_HOST_DEVICES", devices, 1, 64, &n));
-  }
-  // A misspelt variable would otherwise be silently ignored. Said once per
-  // process, not once per device.
+// Warns about a HIPLINE_* variable that looks like a misspelling of one in
+// the table (base/env.c), which would otherwise be silently ignored. Other
+// HIPLINE_* names belong to the scripts and tools (docs/environment.md).
+// Said once per process, not once per device.
+static void hl_environment_warn_misspelt(void) {
   static atomic_flag scanned = ATOMIC_FLAG_INIT;
-  if (atomic_flag_test_and_set(&scanned)) return NULL;
+  if (atomic_flag_test_and_set(&scanned)) return;
   for (char** e = environ; e && *e; ++e) {
     if (strncmp(*e, "HIPLINE_", 8) != 0) continue;
     const char* eq = strchr(*e, '=');
     size_t length = eq ? (size_t)(eq - *e) : strlen(*e);
-    bool known = false;
-    for (size_t i = 0; i < sizeof(kKnown) / sizeof(kKnown[0]); ++i) {
-      known |=
-          strlen(kKnown[i]) == length && strncmp(*e, kKnown[i], length) == 0;
-    }
-    if (!known) {
-      HL_LOG_WARN("unknown environment variable %.*s is ignored", (int)length,
-                  *e);
+    const hl_env_var_t* meant = hl_env_suggest(*e, length);
+    if (meant) {
+      HL_LOG_WARN("unknown environment variable %.*s is ignored (%s?)",
+                  (int)length, *e, meant->name);
     }
   }
+}
+
+hl_status_t hl_environment_check(void) {
+  // Every variable of the table parses as its reader parses it.
+  for (int id = 0; id < HL_ENV_COUNT; ++id) {
+    HL_RETURN_IF_ERROR_PLAIN(hl_env_var_check(hl_env_var((hl_env_id_t)id)));
+  }
+  // What a kind's parser leaves to the reader.
+  hl_faults_t faults;
+  HL_RETURN_IF_ERROR_PLAIN(hl_faults_from_env(&faults));
+  const char* trace = hl_env_read_text(HL_ENV_TRACE);
+  if (trace) HL_RETURN_IF_ERROR_PLAIN(hl_trace_path_check(trace));
+  uint32_t depth = 0;
+  HL_RETURN_IF_ERROR_PLAIN(hl_queue_depth_from_env(&depth));
+  hl_environment_warn_misspelt();
   return NULL;
 }
 
@@ -271,7 +237,7 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
     if (options->pool_release_threshold_set) {
       attrs.release_threshold = options->pool.release_threshold;
     } else {
-      st = hl_env_size("HIPLINE_POOL_RELEASE_THRESHOLD", &threshold, &set);
+      st = hl_env_read_size(HL_ENV_POOL_RELEASE_THRESHOLD, &threshold, &set);
       if (!st && set) attrs.release_threshold = threshold;
     }
     if (options->pool_reuse_flags_set)
@@ -285,14 +251,14 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
   if (!st && device->fallback == HL_FALLBACK_DEFAULT) {
     int index = 0;
     bool set = false;
-    st = hl_env_enum("HIPLINE_FALLBACK", kFallbackNames, 3, &index, &set);
+    st = hl_env_read_enum(HL_ENV_FALLBACK, &index, &set);
     device->fallback = set ? kFallbackModes[index] : HL_FALLBACK_ORDERED;
   }
   device->pool_mode = options->pool_mode;
   if (!st && device->pool_mode == HL_POOL_MODE_DEFAULT) {
     int index = 0;
     bool set = false;
-    st = hl_env_enum("HIPLINE_ALLOCATOR", kPoolModeNames, 2, &index, &set);
+    st = hl_env_read_enum(HL_ENV_ALLOCATOR, &index, &set);
     // hipline's suballocator unless HIPLINE_ALLOCATOR=driver (issue 16: it
     // became the default once it held less memory than the driver's pool on
     // every trace and workload and its pair reached the target).
@@ -302,7 +268,7 @@ hl_status_t hl_device_create(const hl_device_options_t* options,
   device->checked = options->checked == 1;
   if (!st && options->checked == -1) {
     bool set = false, checked = false;
-    st = hl_env_bool("HIPLINE_CHECKED", &checked, &set);
+    st = hl_env_read_bool(HL_ENV_CHECKED, &checked, &set);
     device->checked = set && checked;
   }
   if (!st && device->checked && backend->vtable->set_poison) {

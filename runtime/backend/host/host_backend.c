@@ -26,10 +26,12 @@ static hl_host_backend_t* hl_host_cast(hl_backend_t* backend) {
 
 static hl_status_t hl_host_device_count(int* out_count) {
   uint64_t n = 1;
-  const char* v = hl_env_get("HIPLINE_HOST_DEVICES");
-  if (v) {
-    HL_RETURN_IF_ERROR_PLAIN(
-        hl_parse_u64("HIPLINE_HOST_DEVICES", v, 1, HL_HOST_MAX_DEVICES, &n));
+  bool set = false;
+  HL_RETURN_IF_ERROR_PLAIN(hl_env_read_uint(HL_ENV_HOST_DEVICES, &n, &set));
+  if (n > HL_HOST_MAX_DEVICES) {  // The table's range (base/env.c) is wider.
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "HIPLINE_HOST_DEVICES=%llu is more than %d devices",
+                          (unsigned long long)n, HL_HOST_MAX_DEVICES);
   }
   *out_count = (int)n;
   return NULL;
@@ -79,9 +81,7 @@ hl_status_t hl_host_backend_device_properties(int ordinal,
   // address ranges, and pages nobody writes are never committed.
   uint64_t memory = 0;
   bool set = false;
-  HL_RETURN_IF_ERROR_PLAIN(
-      hl_env_size_in("HIPLINE_HOST_MEMORY", HL_HOST_MEMORY_MIN,
-                     HL_HOST_MEMORY_MAX, HL_HOST_MEMORY_RANGE, &memory, &set));
+  HL_RETURN_IF_ERROR_PLAIN(hl_env_read_size(HL_ENV_HOST_MEMORY, &memory, &set));
   if (set) {
     out->memory_bytes = memory;
   }
@@ -451,7 +451,7 @@ hl_status_t hl_host_backend_create(int ordinal, hl_allocator_t allocator,
   // or to rule the inline path out while chasing a bug).
   bool inline_work = true, inline_set = false;
   hl_status_t env_st =
-      hl_env_bool("HIPLINE_HOST_INLINE", &inline_work, &inline_set);
+      hl_env_read_bool(HL_ENV_HOST_INLINE, &inline_work, &inline_set);
   if (env_st) {
     hl_allocator_free(allocator, device);
     return env_st;
