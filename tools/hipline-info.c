@@ -45,11 +45,8 @@ static void hl_info_print_usage(FILE* out) {
           "  --json   print one JSON document instead of the human report\n"
           "  --help   print this help and exit\n"
           "\n"
-          "Environment: HIPLINE_BACKEND, HIPLINE_ASSUME_NO_ALIAS, "
-          "HIPLINE_FALLBACK,\n"
-          "HIPLINE_POOL_RELEASE_THRESHOLD, HIPLINE_CHECKED, HIPLINE_FAULTS, "
-          "HIPLINE_TRACE,\n"
-          "HIPLINE_LOG. An invalid value is reported and exits 2.\n");
+          "Environment: the HIPLINE_* variables of docs/environment.md (all\n"
+          "checked first). An invalid value is reported and exits 2.\n");
 }
 
 //===----------------------------------------------------------------------===//
