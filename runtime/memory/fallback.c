@@ -1,5 +1,6 @@
-// The fallback release: freeing a root whose last buffer went without a
-// dealloca, in one of the modes described below.
+// A root's last references, and the fallback release they may start:
+// freeing a root whose last buffer went without a dealloca, in one of the
+// modes described below.
 
 #include <stdio.h>
 #include <stdlib.h>
