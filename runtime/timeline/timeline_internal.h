@@ -31,8 +31,9 @@
 // Files. device.c (devices and their extensions), event_pool.c,
 // scheduler.c (the device's work thread), semaphore.c, fence.c, queue.c (the
 // queue object and the walks over a device's queues), submit.c (submitting:
-// check, plan, issue, park, publish), completer.c (publishing, pumps and
-// the completer thread) with queue_internal.h between the three queue
+// check, plan, issue, park, publish), submit_quiet.c (a submission on an
+// idle queue completed on the submitting thread), completer.c (publishing,
+// pumps and the completer thread) with queue_internal.h between the queue
 // files, and stream_work.c (how an operation does its work on the stream,
 // stream_work.h). These files use each other in one circle, and that tie is
 // by design: a queue signals semaphores and a semaphore's signal wakes the
@@ -41,8 +42,8 @@
 // thread's flush waits for issuers) while each queue holds its device.
 // Cutting it would turn those direct calls into callbacks with nothing
 // gained: to the layers above, the timeline is one unit behind this header
-// (tools/check_circles.py allows this circle and no other but the memory
-// layer's dealloca.c <-> fallback.c, see memory_internal.h).
+// (tools/check_circles.py allows circles inside this folder, and no other
+// but the memory layer's dealloca.c <-> fallback.c, see memory_internal.h).
 #ifndef HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
 #define HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
 
