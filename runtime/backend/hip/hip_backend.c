@@ -1,5 +1,6 @@
 // The hip backend (hip_internal.h): availability and properties, creation
-// and destruction, the device scope of its entry points, and the vtable.
+// and destruction, and the vtable (its entry points run in the device scope
+// of hip_scope.c).
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -16,35 +17,6 @@
 #include "runtime/base/log.h"
 
 static const hl_backend_vtable_t hl_hip_backend_vtable;
-
-// Makes the backend's device current on the calling thread.
-static hl_status_t hl_hip_backend_make_current(hl_hip_backend_t* backend) {
-  return HL_HIP_RESULT_TO_STATUS(backend->syms, hipSetDevice(backend->ordinal),
-                                 "hipSetDevice(%d)", backend->ordinal);
-}
-
-hl_status_t hl_hip_scope_enter(hl_hip_backend_t* backend,
-                               hl_hip_device_scope_t* scope) {
-  scope->previous = -1;
-  scope->changed = false;
-  HL_HIP_RETURN_IF_ERROR(backend->syms, hipGetDevice(&scope->previous),
-                         "hipGetDevice (before using device %d)",
-                         backend->ordinal);
-  if (scope->previous == backend->ordinal) return hl_ok_status();
-  HL_RETURN_IF_ERROR_PLAIN(hl_hip_backend_make_current(backend));
-  scope->changed = true;
-  return hl_ok_status();
-}
-
-void hl_hip_scope_exit(hl_hip_backend_t* backend,
-                       const hl_hip_device_scope_t* scope) {
-  if (!scope->changed) return;
-  hipError_t error = backend->syms->hipSetDevice(scope->previous);
-  if (error != hipSuccess) {
-    HL_LOG_ERROR("hip backend: restoring the caller's device %d: %s",
-                 scope->previous, backend->syms->hipGetErrorName(error));
-  }
-}
 
 //===----------------------------------------------------------------------===//
 // Availability and properties
@@ -510,7 +482,3 @@ static const hl_backend_vtable_t hl_hip_backend_vtable = {
     .graph_launch = hl_hip_graph_launch,
     .graph_destroy = hl_hip_graph_destroy,
 };
-
-const hl_hip_dynamic_symbols_t* hl_hip_backend_symbols(hl_backend_t* base) {
-  return hl_hip_backend_cast(base)->syms;
-}

@@ -15,11 +15,12 @@
 // and enforces limit_bytes itself.
 //
 // Files:
-//   hip_backend.c  availability, properties, creation, the device scope and
-//                  the vtable
+//   hip_backend.c  availability, properties, creation and the vtable
+//   hip_scope.c    the device scope of the entry points (a leaf)
 //   hip_stream.c   streams, events, host functions, copies and fills
 //   hip_pool.c     stream-ordered allocation and the pool
 //   hip_module.c   modules and kernels
+//   hip_graph.c    graph capture and launch
 #ifndef HIPLINE_RUNTIME_BACKEND_HIP_HIP_INTERNAL_H_
 #define HIPLINE_RUNTIME_BACKEND_HIP_HIP_INTERNAL_H_
 
