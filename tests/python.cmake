@@ -10,7 +10,9 @@
 # TSan build: libtsan is preloaded the same way. Not every interpreter
 # survives that (pyenv's 3.11 segfaults at start; Debian's /usr/bin/python3
 # works), so the first one that runs `pass` under it is used, and the tests
-# are left out with a message when none does. The TSan stage of
+# are left out with a message when none does. tsan-dlopen.supp suppresses
+# one report TSan makes only for dlopen'ed libraries (glibc's dynamic TLS
+# hand-off; the file says why). The TSan stage of
 # tools/test.sh runs the `concurrency` label (python.api, python.asyncio and
 # python.hostile: lifecycle races, closed handles, user-failed fences,
 # integer ranges, fork, exit) under its `setarch -R` prefix.
@@ -57,7 +59,9 @@ if(HIPLINE_SANITIZER STREQUAL "address")
   list(APPEND hl_py_env "LD_PRELOAD=${hl_libasan}"
        "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
 elseif(HIPLINE_SANITIZER STREQUAL "thread")
-  list(APPEND hl_py_env "LD_PRELOAD=${hl_libtsan}")
+  # The suppression covers glibc's dynamic-TLS hand-off only (read the file).
+  list(APPEND hl_py_env "LD_PRELOAD=${hl_libtsan}"
+       "TSAN_OPTIONS=second_deadlock_stack=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan-dlopen.supp")
 endif()
 
 # The layout of the C structs the binding mirrors (test_abi.py).
