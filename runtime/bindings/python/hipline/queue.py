@@ -1,0 +1,332 @@
+"""Queues: allocation, transfers, host calls and dispatches in timeline
+order."""
+
+import contextlib
+import ctypes
+from ctypes import byref, c_void_p
+
+from . import _lib
+from ._args import (U32_MAX, _deadline, _handle_arg, _int_arg, _str_arg)
+from ._completion import (_awaited, _fence_pairs, _live_queues, _notify,
+                          _promised, _track, _user_semaphores)
+from ._handle import _call, _ccall, _Handle, _tls
+from ._lib import lib
+from .buffer import Buffer, BufferArg, Scalar
+from .device import Device
+from .errors import Error, StatusCode, _check, _make_error
+from .info import MemoryStats, QueueStats, _struct_to
+from .semaphore import Fence, Semaphore
+
+def _host_span(obj, writable, name):
+    """(address, length, keep-alive) for a buffer-protocol object."""
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        raise TypeError("%s must support the buffer protocol (bytes, "
+                        "bytearray, memoryview, array...), not %s" %
+                        (name, type(obj).__name__)) from None
+    if not mv.c_contiguous:
+        raise _make_error(StatusCode.INVALID_ARGUMENT,
+                          "%s: host buffer must be C-contiguous" % name)
+    mv = mv.cast("B")
+    n = mv.nbytes
+    if writable:
+        if mv.readonly:
+            raise _make_error(StatusCode.INVALID_ARGUMENT,
+                              "%s: read target must be writable (bytearray, "
+                              "memoryview of one, array.array...)" % name)
+        if n == 0:
+            return None, 0, mv
+        arr = (ctypes.c_char * n).from_buffer(mv)
+        return ctypes.addressof(arr), n, arr
+    if isinstance(obj, bytes):
+        return ctypes.cast(ctypes.c_char_p(obj), c_void_p).value, n, obj
+    if not mv.readonly and n:
+        arr = (ctypes.c_char * n).from_buffer(mv)
+        return ctypes.addressof(arr), n, arr
+    data = mv.tobytes()  # Read-only and not bytes: one copy.
+    return ctypes.cast(ctypes.c_char_p(data), c_void_p).value, n, data
+
+
+def _private_semaphore():
+    # Not a user semaphore: nobody else can signal or fail it.
+    out = c_void_p()
+    _check(lib.hl_semaphore_create(0, lib.hl_allocator_system(), byref(out)))
+    return Semaphore._adopt(out.value)
+
+
+class Queue(_Handle):
+    """A queue of |device|. Every operation takes optional `wait` and
+    `signal` fences and returns its signal fence (a fresh one when none is
+    given), which can be awaited.
+
+    Host memory and callbacks handed to an operation (read, write,
+    host_call) stay referenced until the operation itself has finished on
+    the queue (completed, failed or cancelled), whatever happens to its
+    signal fence, and whether or not the Device object is closed."""
+
+    _release = lib.hl_queue_release
+    _kind = "Queue"
+
+    def __init__(self, device):
+        _handle_arg(device, Device, "device")
+        out = c_void_p()
+        _ccall(lib.hl_queue_create, device, byref(out))
+        super().__init__(out.value)
+        self.device = device
+        self._notifier = Device._borrow(lib.hl_queue_device(out.value))
+        _live_queues.add(self)
+
+    def _init_borrowed(self):
+        self.device = Device._borrow(lib.hl_queue_device(self._ptr))
+        self._notifier = self.device
+        _live_queues.add(self)
+
+    @classmethod
+    def _borrow(cls, ptr):
+        lib.hl_queue_retain(ptr)
+        return cls._adopt(ptr)
+
+    def close(self):
+        super().close()
+        notifier = self.__dict__.get("_notifier")
+        if notifier is not None and notifier is not self.device:
+            notifier.close()
+
+    @property
+    def id(self):
+        return _call(lib.hl_queue_id, self)
+
+    @property
+    def timeline(self):
+        """A new reference to the queue's timeline semaphore."""
+        with self._use() as p:
+            return Semaphore._borrow(lib.hl_queue_timeline(p))
+
+    def _fresh_signal(self):
+        f = Fence(device=self.device if not self.device.closed else None)
+        with _private_semaphore() as s:
+            f.insert(s, 1)
+        return f
+
+    def _op(self, cfn, wait, signal, *args, keep=None):
+        """Submits cfn(queue, wait, signal, *args) and returns the signal
+        fence. |keep| (host memory, callbacks) is referenced from before
+        the submission until the operation itself finishes."""
+        _handle_arg(wait, Fence, "wait", optional=True)
+        _handle_arg(signal, Fence, "signal", optional=True)
+        with self._use():
+            out = signal if signal is not None else self._fresh_signal()
+            if keep is None:
+                _ccall(cfn, self, wait, out, *args)
+            else:
+                self._submit_keeping(cfn, wait, out, args, keep)
+            if _user_semaphores:
+                for fence, table in ((wait, _awaited), (out, _promised)):
+                    if fence is not None:
+                        with fence._use():
+                            _track(table, _fence_pairs(fence))
+        if out._watch is not None:
+            out._watch.append(cfn)
+        return out
+
+    def _submit_keeping(self, cfn, wait, out, args, keep):
+        # The op signals a private semaphore too: the keep-alive follows it,
+        # not |out|, which the caller may fail or may have reached already.
+        with _private_semaphore() as done, Fence(device=None) as both, \
+                Fence(device=None) as finished:
+            both.join(out)
+            both.insert(done, 1)
+            finished.insert(done, 1)
+            _notify(finished, self._notifier, None, None, keep)
+            try:
+                _ccall(cfn, self, wait, both, *args)
+            except BaseException:
+                try:  # Not submitted: nothing will signal |done|.
+                    done.fail(StatusCode.CANCELLED, "not submitted")
+                except Error:  # Failed by the submission already.
+                    pass
+                raise
+
+    def barrier(self, wait=None, signal=None):
+        """Completes once |wait| is reached and earlier work is done."""
+        return self._op(lib.hl_queue_barrier, wait, signal)
+
+    def host_call(self, fn, wait=None, signal=None):
+        """Runs |fn()| on a runtime thread in queue order. Exceptions are
+        swallowed (printed); keep |fn| short and non-blocking."""
+        if not callable(fn):
+            raise TypeError("fn must be callable, not %s" % type(fn).__name__)
+
+        def tramp(_user):
+            _tls.runtime_thread = True
+            try:
+                fn()
+            except BaseException as e:  # noqa: BLE001
+                import sys
+                print("hipline host_call: %r" % (e,), file=sys.stderr)
+            finally:
+                _tls.runtime_thread = False
+
+        cb = _lib.queue_host_fn(tramp)
+        return self._op(lib.hl_queue_host_call, wait, signal, cb, None,
+                        keep=(cb, fn))
+
+    def alloca(self, size, wait=None, signal=None):
+        """A new buffer of |size| bytes, usable once `buffer.ready` (the
+        returned buffer's fence) is reached."""
+        size = _int_arg(size, "size")
+        out = c_void_p()
+        signal = self._op(lib.hl_queue_alloca, wait, signal, size, 0,
+                          byref(out))
+        b = Buffer._adopt(out.value)
+        b.ready = signal
+        return b
+
+    def dealloca(self, buffer, wait=None, signal=None):
+        """Frees |buffer|'s root in queue order."""
+        _handle_arg(buffer, Buffer, "buffer")
+        return self._op(lib.hl_queue_dealloca, wait, signal, buffer)
+
+    def fill(self, buffer, pattern, offset=0, length=None, wait=None,
+             signal=None):
+        """Fills with the 32-bit |pattern| (offset, length multiples of 4)."""
+        _handle_arg(buffer, Buffer, "buffer")
+        pattern = _int_arg(pattern, "pattern", -2**31, U32_MAX) & U32_MAX
+        offset = _int_arg(offset, "offset")
+        if length is None:
+            length = max(0, len(buffer) - offset)
+        length = _int_arg(length, "length")
+        return self._op(lib.hl_queue_fill, wait, signal, buffer, offset,
+                        length, pattern)
+
+    def copy(self, source, target, source_offset=0, target_offset=0,
+             length=None, wait=None, signal=None):
+        _handle_arg(source, Buffer, "source")
+        _handle_arg(target, Buffer, "target")
+        source_offset = _int_arg(source_offset, "source_offset")
+        target_offset = _int_arg(target_offset, "target_offset")
+        if length is None:
+            length = max(0, len(source) - source_offset)
+        length = _int_arg(length, "length")
+        return self._op(lib.hl_queue_copy, wait, signal, source,
+                        source_offset, target, target_offset, length)
+
+    def read(self, buffer, into, offset=0, wait=None, signal=None):
+        """Reads len(into) bytes at |offset| into the writable buffer-protocol
+        object |into| (kept alive until the read itself finishes)."""
+        _handle_arg(buffer, Buffer, "buffer")
+        offset = _int_arg(offset, "offset")
+        addr, n, keep = _host_span(into, True, "into")
+        return self._op(lib.hl_queue_read, wait, signal, buffer, offset, addr,
+                        n, keep=(keep, into))
+
+    async def read_bytes(self, buffer, offset=0, length=None, wait=None):
+        """Reads into a new bytearray and returns it once the read is done."""
+        _handle_arg(buffer, Buffer, "buffer")
+        offset = _int_arg(offset, "offset")
+        if length is None:
+            length = max(0, len(buffer) - offset)
+        out = bytearray(_int_arg(length, "length", 0, 2**63 - 1))
+        await self.read(buffer, out, offset, wait)
+        return out
+
+    def write(self, buffer, data, offset=0, wait=None, signal=None):
+        """Writes any buffer-protocol object |data| (kept alive until the
+        write itself finishes; a read-only one that is not bytes is copied
+        once)."""
+        _handle_arg(buffer, Buffer, "buffer")
+        offset = _int_arg(offset, "offset")
+        addr, n, keep = _host_span(data, False, "data")
+        return self._op(lib.hl_queue_write, wait, signal, addr, buffer,
+                        offset, n, keep=(keep, data))
+
+    def dispatch(self, kernel, args, grid=(1, 1, 1), block=(1, 1, 1),
+                 shared_bytes=0, wait=None, signal=None):
+        """Launches |kernel| (see hipline.kernel_names()) with BufferArg /
+        Scalar arguments in parameter order."""
+        name = _str_arg(kernel, "kernel")
+        args = list(args)
+        n = len(args)
+        arr = (_lib.kernel_arg_t * max(n, 1))()
+        for i, a in enumerate(args):
+            if isinstance(a, BufferArg):
+                arr[i].kind = 0
+                arr[i].offset = a.offset
+                arr[i].access = a.access
+                if a.buffer is None:
+                    arr[i].buffer = None
+                    arr[i].length = a.length or 0
+                else:
+                    arr[i].length = (a.length if a.length is not None else
+                                     max(0, len(a.buffer) - a.offset))
+            elif isinstance(a, Scalar):
+                arr[i].kind = 1
+                arr[i].scalar = a.bits
+                arr[i].size = a.size
+            else:
+                raise TypeError("args[%d] must be a BufferArg or a Scalar, "
+                                "not %s" % (i, type(a).__name__))
+        cfg = _lib.dispatch_config_t()
+        for what, dims in (("grid", grid), ("block", block)):
+            dims = tuple(dims)
+            if not 1 <= len(dims) <= 3:
+                raise _make_error(StatusCode.INVALID_ARGUMENT,
+                                  "%s must have 1 to 3 dimensions" % what)
+            for j in range(3):
+                v = (_int_arg(dims[j], "%s[%d]" % (what, j), 0, U32_MAX)
+                     if j < len(dims) else 1)
+                getattr(cfg, what)[j] = v
+        cfg.shared_bytes = _int_arg(shared_bytes, "shared_bytes", 0, U32_MAX)
+        with contextlib.ExitStack() as stack:
+            for i, a in enumerate(args):
+                if isinstance(a, BufferArg) and a.buffer is not None:
+                    arr[i].buffer = stack.enter_context(a.buffer._use())
+            return self._op(lib.hl_queue_dispatch, wait, signal, name,
+                            byref(cfg), n, arr)
+
+    def fill_pattern(self, buffer, seed, wait=None, signal=None):
+        _handle_arg(buffer, Buffer, "buffer")
+        return self._op(lib.hl_queue_fill_pattern, wait, signal, buffer,
+                        _int_arg(seed, "seed", 0, U32_MAX))
+
+    def verify_pattern(self, buffer, seed, counter, wait=None, signal=None):
+        _handle_arg(buffer, Buffer, "buffer")
+        _handle_arg(counter, Buffer, "counter")
+        return self._op(lib.hl_queue_verify_pattern, wait, signal, buffer,
+                        _int_arg(seed, "seed", 0, U32_MAX), counter)
+
+    def spin(self, cycles, wait=None, signal=None):
+        """Busy work of |cycles| on the stream (for tests and benchmarks)."""
+        return self._op(lib.hl_queue_spin, wait, signal,
+                        _int_arg(cycles, "cycles"))
+
+    def idle(self):
+        """A fence reached once everything submitted so far completes:
+        `await queue.idle()`."""
+        s = _lib.queue_stats_t()
+        _call(lib.hl_queue_stats, self, byref(s))
+        f = Fence(device=self.device if not self.device.closed else None)
+        with self.timeline as t:
+            f.insert(t, s.submitted_value)
+        return f
+
+    def wait_idle(self, timeout=None):
+        """Blocks until everything submitted has finished (None or inf:
+        forever)."""
+        _ccall(lib.hl_queue_wait_idle, self, _deadline(timeout))
+
+    def check(self):
+        """Raises the queue's failure, if it has failed."""
+        _ccall(lib.hl_queue_status, self)
+
+    def stats(self):
+        s = _lib.queue_stats_t()
+        _call(lib.hl_queue_stats, self, byref(s))
+        return _struct_to(QueueStats, s)
+
+    def memory_stats(self):
+        s = _lib.memory_stats_t()
+        _ccall(lib.hl_queue_memory_stats, self, byref(s))
+        return _struct_to(MemoryStats, s)
+
