@@ -22,12 +22,18 @@ completion thread calls back into Python, which wakes the loop with
 """
 
 from . import _lib
-from ._args import I32_MAX, INFINITE, U32_MAX, U64_MAX
 from ._completion import pending_callbacks
 from .buffer import Buffer, BufferArg, Scalar
 from .device import (Device, backend_query, environment_check,
                      live_device_count)
-from .errors import _ERROR_CLASSES, Error, StatusCode
+from .errors import (AbortedError, AlreadyExistsError, CancelledError,
+                     DataLossError, DeadlineExceededError, Error,
+                     FailedPreconditionError, InternalError,
+                     InvalidArgumentError, NotFoundError, OutOfRangeError,
+                     PermissionDeniedError, ResourceExhaustedError,
+                     StatusCode, UnauthenticatedError, UnavailableError,
+                     UnimplementedError, UnknownError)
+from .executable import Executable
 from .info import (AssumeNoAlias, BackendInfo, DeviceProperties,
                    InvocationStats, MemoryStats, PoolAttributes, QueueStats)
 from .invocation import (Function, Invocation, ProgramInvocation,
@@ -37,16 +43,27 @@ from .queue import Queue
 from .semaphore import Fence, Semaphore
 
 __version__ = "0.1.0"
-library_path = _lib.library_path
-
-globals().update((c.__name__, c) for c in _ERROR_CLASSES.values())
+# The path libhipline.so was loaded from.
+library_path: str = _lib.library_path
 
 __all__ = [
-    "AssumeNoAlias", "BackendInfo", "Buffer", "BufferArg", "Device",
-    "DeviceProperties", "Error", "Fence", "Function", "Invocation",
-    "InvocationStats", "MemoryStats", "PoolAttributes", "ProgramInvocation",
-    "Queue", "QueueStats", "Scalar", "Semaphore", "StatusCode",
+    # Objects.
+    "Device", "Queue", "Semaphore", "Fence", "Buffer", "BufferArg", "Scalar",
+    "Executable", "Function", "ProgramInvocation", "Invocation",
+    # Plain data.
+    "AssumeNoAlias", "BackendInfo", "DeviceProperties", "InvocationStats",
+    "MemoryStats", "PoolAttributes", "QueueStats",
+    # Functions.
     "backend_query", "environment_check", "invocation_stats_global",
     "kernel_names", "live_device_count", "pattern_value", "pending_callbacks",
-    "register_kernel_functions", "library_path",
-] + [c.__name__ for c in _ERROR_CLASSES.values()]
+    "register_kernel_functions",
+    # Data.
+    "library_path",
+    # Errors.
+    "StatusCode", "Error", "AbortedError", "AlreadyExistsError",
+    "CancelledError", "DataLossError", "DeadlineExceededError",
+    "FailedPreconditionError", "InternalError", "InvalidArgumentError",
+    "NotFoundError", "OutOfRangeError", "PermissionDeniedError",
+    "ResourceExhaustedError", "UnauthenticatedError", "UnavailableError",
+    "UnimplementedError", "UnknownError",
+]

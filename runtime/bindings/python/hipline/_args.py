@@ -1,11 +1,18 @@
 """Argument checks: every public integer, float, string and handle argument
 is checked here, so nothing is truncated to a C width on the way down."""
 
+from __future__ import annotations
+
 import math
 import operator
+from typing import Any, Callable, List, Mapping, Optional, Type, TypeVar
 
 from ._lib import lib
 from .errors import StatusCode, _make_error
+
+__all__: List[str] = []
+
+_T = TypeVar("_T")
 
 INFINITE = 2**63 - 1  # HL_INFINITE_FUTURE
 
@@ -15,21 +22,21 @@ U64_MAX = 2**64 - 1
 I32_MAX = 2**31 - 1
 
 
-def _int_arg(value, name, lo=0, hi=U64_MAX):
+def _int_arg(value: Any, name: str, lo: int = 0, hi: int = U64_MAX) -> int:
     """|value| as an int in [lo, hi]; TypeError or OutOfRangeError naming
     |name| otherwise (bools are refused: they are not counts)."""
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise TypeError("%s must be an int, not %s" %
                         (name, type(value).__name__))
-    value = operator.index(value)
-    if not lo <= value <= hi:
+    number: int = operator.index(value)
+    if not lo <= number <= hi:
         raise _make_error(StatusCode.OUT_OF_RANGE,
                           "%s=%d is out of range [%d, %d]" %
-                          (name, value, lo, hi))
-    return value
+                          (name, number, lo, hi))
+    return number
 
 
-def _str_arg(value, name):
+def _str_arg(value: Any, name: str) -> bytes:
     """|value| as NUL-free UTF-8 bytes."""
     if not isinstance(value, str):
         raise TypeError("%s must be a str, not %s" %
@@ -40,7 +47,8 @@ def _str_arg(value, name):
     return value.encode("utf-8")
 
 
-def _handle_arg(value, cls, name, optional=False):
+def _handle_arg(value: Any, cls: Type[_T], name: str,
+                optional: bool = False) -> Any:
     if value is None and optional:
         return None
     if not isinstance(value, cls):
@@ -50,7 +58,7 @@ def _handle_arg(value, cls, name, optional=False):
     return value
 
 
-def _deadline(timeout, name="timeout"):
+def _deadline(timeout: Optional[float], name: str = "timeout") -> int:
     """A deadline |timeout| seconds away: None or inf is forever; NaN,
     negative values and non-numbers are refused."""
     if timeout is None:
@@ -64,10 +72,10 @@ def _deadline(timeout, name="timeout"):
                           % (name, timeout))
     if math.isinf(timeout) or timeout * 1e9 >= INFINITE:
         return INFINITE
-    return lib.hl_deadline_after(int(timeout * 1e9))
+    return int(lib.hl_deadline_after(int(timeout * 1e9)))
 
 
-def _name(ptr_fn, value):
+def _name(ptr_fn: Callable[[int], Optional[bytes]], value: int) -> str:
     return (ptr_fn(value) or b"").decode()
 
 
@@ -77,7 +85,7 @@ _FALLBACKS = {None: 0, "default": 0, "frontier": 1, "device-sync": 2,
 _ACCESS = {"r": 1, "read": 1, "w": 2, "write": 2, "rw": 3, "read_write": 3}
 
 
-def _enum_arg(table, value, what):
+def _enum_arg(table: Mapping[Any, int], value: Any, what: str) -> int:
     if (isinstance(value, int) and not isinstance(value, bool) and
             value in table.values()):
         return value

@@ -2,12 +2,16 @@
 handling: what queued work can still run finishes; what cannot is
 cancelled."""
 
+from __future__ import annotations
+
 import asyncio
 import atexit
 import threading
 import time
 import weakref
 from ctypes import byref, c_uint64, c_void_p
+from typing import (TYPE_CHECKING, Any, Dict, Iterable, List, Optional,
+                    Tuple)
 
 from . import _lib
 from ._args import _deadline
@@ -15,14 +19,22 @@ from ._handle import _ccall, _drain_graveyard, _forked, _tls
 from ._lib import lib
 from .errors import Error, StatusCode, _check, _status_error
 
+if TYPE_CHECKING:
+    from .device import Device
+    from .queue import Queue
+    from .semaphore import Fence, Semaphore
 
-_pending = {}  # token -> (loop or None, future or None, keep-alive objects)
+__all__ = ["pending_callbacks"]
+
+
+# token -> (loop or None, future or None, keep-alive objects)
+_pending: Dict[int, Tuple[Any, Any, Any]] = {}
 _pending_lock = threading.Lock()
 _next_token = [1]
-_notifier_device = [None]
+_notifier_device: List[Optional[Device]] = [None]
 
 
-def _settle(fut, err):
+def _settle(fut: asyncio.Future[None], err: Optional[Error]) -> None:
     if fut.done():  # Cancelled by the awaiting task.
         return
     if err is None:
@@ -31,7 +43,7 @@ def _settle(fut, err):
         fut.set_exception(err)
 
 
-def _on_reached(user, status):
+def _on_reached(user: int, status: Optional[int]) -> None:
     # Runs on the device's completion thread with the GIL.
     _tls.runtime_thread = True
     try:
@@ -55,14 +67,18 @@ def _on_reached(user, status):
         _tls.runtime_thread = False
 
 
-def _settle_keep(fut, err, keep):
+def _settle_keep(fut: asyncio.Future[None], err: Optional[Error],
+                 keep: Any) -> None:
     _settle(fut, err)
 
 
-_ON_REACHED = _lib.fence_reached_fn(_on_reached)  # Lives as long as the module.
+# Lives as long as the module.
+_ON_REACHED = _lib.fence_reached_fn(_on_reached)
 
 
-def _notify(fence, device, loop, fut, keep):
+def _notify(fence: Fence, device: Device,
+            loop: Optional[asyncio.AbstractEventLoop],
+            fut: Optional[asyncio.Future[None]], keep: Any) -> None:
     """Calls back when |fence| is reached or fails, on |device|'s completion
     thread; |keep| stays referenced until then."""
     _drain_graveyard()
@@ -81,14 +97,16 @@ def _notify(fence, device, loop, fut, keep):
 
 #===----------------------------------------------------------------------===#
 
-_user_semaphores = weakref.WeakValueDictionary()  # ptr -> Semaphore().
-_awaited = {}  # semaphore ptr -> highest value queued work waits for.
-_promised = {}  # semaphore ptr -> highest value queued work will signal.
-_live_queues = weakref.WeakSet()
+_user_semaphores: weakref.WeakValueDictionary[Optional[int], Semaphore] = \
+    weakref.WeakValueDictionary()  # ptr -> Semaphore().
+# semaphore ptr -> highest value queued work waits for / will signal.
+_awaited: Dict[Optional[int], int] = {}
+_promised: Dict[Optional[int], int] = {}
+_live_queues: weakref.WeakSet[Queue] = weakref.WeakSet()
 _track_lock = threading.Lock()
 
 
-def _fence_pairs(fence):
+def _fence_pairs(fence: Fence) -> List[Tuple[Optional[int], int]]:
     """[(semaphore ptr, value)] of a Fence (its use held by the caller)."""
     out, p = [], fence._ptr
     for i in range(lib.hl_fence_count(p)):
@@ -98,14 +116,15 @@ def _fence_pairs(fence):
     return out
 
 
-def _track(table, pairs):
+def _track(table: Dict[Optional[int], int],
+           pairs: Iterable[Tuple[Optional[int], int]]) -> None:
     with _track_lock:
         for ptr, value in pairs:
             if ptr in _user_semaphores and table.get(ptr, -1) < value:
                 table[ptr] = value
 
 
-def _cancel_unsignalable():
+def _cancel_unsignalable() -> int:
     """Fails every Python-made semaphore that queued work waits for at a
     value no queued work will signal (at exit nothing else can). Returns
     how many."""
@@ -128,7 +147,7 @@ def _cancel_unsignalable():
     return n
 
 
-def _settle_at_exit():
+def _settle_at_exit() -> None:
     """Before the interpreter finalizes, so no completion callback runs into
     a dying interpreter: cancels the work that cannot run any more (it waits
     on a semaphore only host code could signal), then waits for the rest."""
@@ -163,13 +182,16 @@ def _settle_at_exit():
 atexit.register(_settle_at_exit)
 
 
-def pending_callbacks():
-    """Number of completion callbacks registered and not yet fired."""
+def pending_callbacks() -> int:
+    """The number of completion callbacks (awaits of fences, keep-alives of
+    host memory and callables handed to queue operations) registered and
+    not yet fired. 0 once every awaited fence and queue operation has
+    completed."""
     with _pending_lock:
         return len(_pending)
 
 
-def _default_notifier():
+def _default_notifier() -> Device:
     # For fences that belong to no device (built by hand from semaphores):
     # a host device whose completion thread delivers their callbacks.
     with _pending_lock:
@@ -186,7 +208,8 @@ def _default_notifier():
     return dev
 
 
-def _await_fence(fence, device, keep):
+def _await_fence(fence: Fence, device: Optional[Device],
+                 keep: Any) -> asyncio.Future[None]:
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
     if device is None or device.closed:

@@ -1,26 +1,34 @@
 """Handles: released once, deterministically or by the GC."""
 
+from __future__ import annotations
+
 import os
 import threading
+from types import TracebackType
+from typing import Any, Callable, List, Optional, Tuple, Type, TypeVar
 
 from .errors import StatusCode, _check, _closed, _make_error
 
+__all__: List[str] = []
+
+_H = TypeVar("_H", bound="_Handle")
 
 _tls = threading.local()  # .runtime_thread: inside a callback from hipline.
-_graveyard = []  # (release_fn, ptr) dropped on a hipline thread.
+# (release_fn, ptr) dropped on a hipline thread.
+_graveyard: List[Tuple[Any, int]] = []
 _graveyard_lock = threading.Lock()
 _handle_lock = threading.Lock()
 _forked = [False]  # In a child forked from a process that loaded hipline.
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     _forked[0] = True
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _check_not_forked():
+def _check_not_forked() -> None:
     if _forked[0]:
         raise _make_error(
             StatusCode.FAILED_PRECONDITION,
@@ -29,11 +37,11 @@ def _check_not_forked():
             "(use multiprocessing's 'spawn' or 'forkserver' start method)")
 
 
-def _on_runtime_thread():
+def _on_runtime_thread() -> bool:
     return getattr(_tls, "runtime_thread", False)
 
 
-def _drain_graveyard():
+def _drain_graveyard() -> None:
     if not _graveyard or _on_runtime_thread() or _forked[0]:
         return
     with _graveyard_lock:
@@ -43,7 +51,7 @@ def _drain_graveyard():
         release(ptr)
 
 
-def _release_ptr(release, ptr):
+def _release_ptr(release: Any, ptr: int) -> None:
     if _forked[0]:
         return  # The parent owns it; nothing here can release it safely.
     if _on_runtime_thread():
@@ -62,13 +70,13 @@ class _Use:
 
     __slots__ = ("handle",)
 
-    def __init__(self, handle):
+    def __init__(self, handle: _Handle) -> None:
         self.handle = handle
 
-    def __enter__(self):
+    def __enter__(self) -> int:
         return self.handle._acquire()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.handle._unuse()
 
 
@@ -80,26 +88,26 @@ class _Handle:
     at once (later uses raise FailedPreconditionError) and the C release
     happens when the last use in flight ends."""
 
-    _release = None  # The C release function.
+    _release: Any = None  # The C release function.
     _kind = "handle"
-    _ptr = None
+    _ptr: Optional[int] = None
     _uses = 0
-    _doomed = None  # Pointer closed while uses were in flight.
+    _doomed: Optional[int] = None  # Pointer closed while uses were in flight.
 
-    def __init__(self, ptr):
+    def __init__(self, ptr: Optional[int]) -> None:
         self._ptr = ptr
 
     @classmethod
-    def _adopt(cls, ptr, *args):
+    def _adopt(cls: Type[_H], ptr: Optional[int], *args: Any) -> _H:
         obj = cls.__new__(cls)
         _Handle.__init__(obj, ptr)
         obj._init_borrowed(*args)
         return obj
 
-    def _init_borrowed(self, *args):
+    def _init_borrowed(self, *args: Any) -> None:
         pass
 
-    def _acquire(self):
+    def _acquire(self) -> int:
         _check_not_forked()
         with _handle_lock:
             ptr = self._ptr
@@ -108,7 +116,7 @@ class _Handle:
             self._uses += 1
         return ptr
 
-    def _unuse(self):
+    def _unuse(self) -> None:
         with _handle_lock:
             self._uses -= 1
             ptr = None
@@ -117,11 +125,11 @@ class _Handle:
         if ptr is not None:
             _release_ptr(type(self)._release, ptr)
 
-    def _use(self):
+    def _use(self) -> _Use:
         return _Use(self)
 
     @property
-    def _p(self):
+    def _p(self) -> int:
         # Only for pointers handed straight to a borrow (the caller holds a
         # use of another handle that keeps the object alive).
         _check_not_forked()
@@ -131,10 +139,11 @@ class _Handle:
         return ptr
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
+        """True once close() was called (or the handle was never opened)."""
         return self._ptr is None
 
-    def close(self):
+    def close(self) -> None:
         """Releases the reference now (once the calls in flight on other
         threads return). Further use raises FailedPreconditionError; closing
         twice is a no-op."""
@@ -146,17 +155,30 @@ class _Handle:
             _release_ptr(type(self)._release, ptr)
         _drain_graveyard()
 
-    def __enter__(self):
+    def __enter__(self: _H) -> _H:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type: Optional[Type[BaseException]],
+                 exc: Optional[BaseException],
+                 traceback: Optional[TracebackType]) -> None:
         self.close()
 
-    def __repr__(self):
-        state = "closed" if self._ptr is None else "0x%x" % self._ptr
-        return "<hipline.%s %s>" % (type(self).__name__, state)
+    def _describe(self) -> str:
+        """What repr() shows of an open handle after its class name."""
+        return "0x%x" % (self._ptr or 0)
 
-    def __del__(self):
+    def __repr__(self) -> str:
+        name = "hipline." + type(self).__name__
+        if self._ptr is None:
+            return "<%s closed>" % name
+        try:
+            details = self._describe()
+        except Exception:  # Closed meanwhile, forked, or failed: say so.
+            return "<%s closed>" % name if self._ptr is None else \
+                "<%s 0x%x>" % (name, self._ptr)
+        return "<%s %s>" % (name, details)
+
+    def __del__(self) -> None:
         ptr = self.__dict__.get("_ptr")
         if ptr is None:
             return
@@ -167,12 +189,12 @@ class _Handle:
             pass
 
 
-def _call(fn, *args):
+def _call(fn: Callable[..., Any], *args: Any) -> Any:
     """fn(*args) with every _Handle argument replaced by its pointer, each
     held in use for the call."""
-    held = []
+    held: List[_Handle] = []
     try:
-        cargs = []
+        cargs: List[Any] = []
         for a in args:
             if isinstance(a, _Handle):
                 cargs.append(a._acquire())
@@ -185,7 +207,7 @@ def _call(fn, *args):
             h._unuse()
 
 
-def _ccall(fn, *args):
+def _ccall(fn: Callable[..., Any], *args: Any) -> None:
     """_call, raising the returned status."""
     _check(_call(fn, *args))
 

@@ -10,7 +10,9 @@ The library is found, in order, at:
 
 import ctypes
 import ctypes.util
+import importlib
 import os
+from typing import Iterator, Tuple
 
 from ctypes import (POINTER, Structure, c_bool, c_char, c_char_p, c_double,
                     c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p)
@@ -18,13 +20,15 @@ from ctypes import (POINTER, Structure, c_bool, c_char, c_char_p, c_double,
 SOVERSION = 0
 
 
-def _candidates():
+def _candidates() -> Iterator[str]:
     env = os.environ.get("LIBHIPLINE")
     if env:
         yield env
         return
     try:
-        from . import _install_paths  # written by cmake --install
+        # Written by cmake --install or setup.py.
+        _install_paths = importlib.import_module(__package__ +
+                                                 "._install_paths")
         here = os.path.dirname(os.path.abspath(__file__))
         yield os.path.normpath(
             os.path.join(here, _install_paths.LIBRARY_DIR,
@@ -37,7 +41,7 @@ def _candidates():
         yield found
 
 
-def _load():
+def _load() -> Tuple[ctypes.CDLL, str]:
     errors = []
     for path in _candidates():
         try:
@@ -132,6 +136,11 @@ class kernel_arg_t(Structure):
 class dispatch_config_t(Structure):
     _fields_ = [("grid", c_uint32 * 3), ("block", c_uint32 * 3),
                 ("shared_bytes", c_uint32)]
+
+
+class code_object_t(Structure):
+    _fields_ = [("target", c_char_p), ("data", c_void_p), ("size", c_size_t),
+                ("path", c_char_p)]
 
 
 # Callback types. A CFUNCTYPE callback takes the GIL itself.
@@ -283,6 +292,20 @@ _SIGNATURES = {
                                            c_uint32, handle]),
     "hl_queue_spin": (status_t, [handle, handle, handle, c_uint64]),
     "hl_kernels_register_functions": (status_t, []),
+    # user executables
+    "hl_executable_create": (status_t, [c_size_t, POINTER(code_object_t),
+                                        POINTER(handle)]),
+    "hl_executable_retain": (None, [handle]),
+    "hl_executable_release": (None, [handle]),
+    "hl_executable_object_count": (c_size_t, [handle]),
+    "hl_executable_object_target": (c_char_p, [handle, c_size_t]),
+    "hl_executable_select_for_device": (status_t, [handle, handle,
+                                                   POINTER(c_size_t)]),
+    "hl_executable_kernel_arg_count": (status_t, [handle, c_size_t, c_char_p,
+                                                  POINTER(c_size_t)]),
+    "hl_queue_dispatch_executable": (status_t, [
+        handle, handle, handle, handle, c_char_p, POINTER(dispatch_config_t),
+        c_size_t, POINTER(kernel_arg_t)]),
 }
 
 for _name, (_restype, _argtypes) in _SIGNATURES.items():

@@ -1,6 +1,9 @@
 """Devices and backends."""
 
+from __future__ import annotations
+
 from ctypes import byref, c_void_p
+from typing import TYPE_CHECKING, Optional, Union
 
 from . import _lib
 from ._args import (I32_MAX, U32_MAX, _BACKENDS, _FALLBACKS, _deadline,
@@ -11,9 +14,17 @@ from .errors import _check
 from .info import (BackendInfo, DeviceProperties, InvocationStats,
                    MemoryStats, PoolAttributes, _struct_to)
 
-def backend_query(kind="host"):
-    """What a backend offers here: BackendInfo(kind, available,
-    device_count, reason)."""
+if TYPE_CHECKING:
+    from .queue import Queue
+    from .semaphore import Fence
+
+__all__ = ["Device", "backend_query", "environment_check",
+           "live_device_count"]
+
+
+def backend_query(kind: Union[str, int] = "host") -> BackendInfo:
+    """What backend |kind| ("host", "hip" or "auto") offers here:
+    BackendInfo(kind, available, device_count, reason)."""
     info = _lib.backend_info_t()
     _check(lib.hl_backend_query(_enum_arg(_BACKENDS, kind, "backend"),
                                 byref(info)))
@@ -22,18 +33,25 @@ def backend_query(kind="host"):
                        info.reason.decode("utf-8", "replace"))
 
 
-def environment_check():
+def environment_check() -> None:
     """Raises InvalidArgumentError naming the first invalid HIPLINE_*
     variable."""
     _check(lib.hl_environment_check())
 
 
-def live_device_count():
-    """Devices created and not yet destroyed, process-wide."""
-    return lib.hl_device_live_count()
+def live_device_count() -> int:
+    """The number of devices created and not yet destroyed, process-wide."""
+    return int(lib.hl_device_live_count())
 
-
-
+def _device_label(ptr: int) -> str:
+    """"backend:ordinal" of the device |ptr| (a use of it held)."""
+    props = _lib.device_properties_t()
+    status = lib.hl_device_properties(ptr, byref(props))
+    if status:
+        lib.hl_status_free(status)
+        return "?"
+    return "%s:%d" % (_name(lib.hl_backend_kind_name, props.backend),
+                      props.ordinal)
 
 
 class Device(_Handle):
@@ -50,8 +68,11 @@ class Device(_Handle):
     _release = lib.hl_device_release
     _kind = "Device"
 
-    def __init__(self, backend="auto", ordinal=0, fallback=None, checked=None,
-                 pool_release_threshold=None, pool_reuse_flags=None):
+    def __init__(self, backend: Union[str, int] = "auto", ordinal: int = 0,
+                 fallback: Optional[str] = None,
+                 checked: Optional[bool] = None,
+                 pool_release_threshold: Optional[int] = None,
+                 pool_reuse_flags: Optional[int] = None) -> None:
         _check_not_forked()
         opts = _lib.device_options_t()
         lib.hl_device_options_initialize(byref(opts))
@@ -77,12 +98,17 @@ class Device(_Handle):
         super().__init__(out.value)
 
     @classmethod
-    def _borrow(cls, ptr):
+    def _borrow(cls, ptr: Optional[int]) -> Device:
         lib.hl_device_retain(ptr)
         return cls._adopt(ptr)
 
+    def _describe(self) -> str:
+        p = self.properties
+        return "%r ordinal=%d target=%r name=%r" % (p.backend, p.ordinal,
+                                                    p.target, p.name)
+
     @property
-    def properties(self):
+    def properties(self) -> DeviceProperties:
         """DeviceProperties(backend, ordinal, name, target, memory_bytes,
         compute_units)."""
         p = _lib.device_properties_t()
@@ -92,53 +118,61 @@ class Device(_Handle):
                                 p.memory_bytes, p.compute_units)
 
     @property
-    def fallback_mode(self):
+    def fallback_mode(self) -> str:
+        """How results that may be aliased are freed: "ordered",
+        "frontier" or "device-sync" (docs/freeing.md)."""
         return _name(lib.hl_fallback_mode_name,
                      _call(lib.hl_device_fallback_mode, self))
 
     @property
-    def checked(self):
+    def checked(self) -> bool:
+        """True in checked mode (bindings checked for use after free when
+        work runs; freed memory poisoned)."""
         return bool(_call(lib.hl_device_checked, self))
 
     @property
-    def pool_attributes(self):
+    def pool_attributes(self) -> PoolAttributes:
+        """The device pool's PoolAttributes(release_threshold, reuse_flags,
+        limit_bytes)."""
         a = _lib.pool_attributes_t()
         _ccall(lib.hl_device_pool_attributes, self, byref(a))
         return PoolAttributes(a.release_threshold, a.reuse_flags,
                               a.limit_bytes)
 
-    def trim(self, min_bytes_to_keep=0):
+    def trim(self, min_bytes_to_keep: int = 0) -> None:
         """Returns pooled memory beyond |min_bytes_to_keep| to the system."""
         _ccall(lib.hl_device_trim, self,
                _int_arg(min_bytes_to_keep, "min_bytes_to_keep"))
 
-    def wait_idle(self, timeout=None):
+    def wait_idle(self, timeout: Optional[float] = None) -> None:
         """Blocks until every queue of the device is idle (None or inf:
         forever)."""
         _ccall(lib.hl_device_wait_idle, self, _deadline(timeout))
 
-    def memory_stats(self):
+    def memory_stats(self) -> MemoryStats:
+        """The device's MemoryStats (every queue and the pool)."""
         s = _lib.memory_stats_t()
         _ccall(lib.hl_device_memory_stats, self, byref(s))
         return _struct_to(MemoryStats, s)
 
-    def reset_peak_memory_stats(self):
+    def reset_peak_memory_stats(self) -> None:
         """Starts the memory peaks (bytes_in_use_peak of the device and its
         queues, bytes_reserved_peak) again from the current values, like
         torch.cuda.reset_peak_memory_stats."""
-        _check(lib.hl_device_reset_peak_memory_stats(self._p))
+        _ccall(lib.hl_device_reset_peak_memory_stats, self)
 
-    def invocation_stats(self):
+    def invocation_stats(self) -> InvocationStats:
+        """The InvocationStats of the invocations on this device's queues."""
         s = _lib.invocation_stats_t()
         _ccall(lib.hl_device_invocation_stats, self, byref(s))
         return _struct_to(InvocationStats, s)
 
-    def create_queue(self):
+    def create_queue(self) -> Queue:
         """A new Queue on this device."""
         from .queue import Queue  # queue.py imports this module.
         return Queue(self)
 
-    def fence(self):
+    def fence(self) -> Fence:
         """An empty fence whose awaits are delivered by this device."""
         from .semaphore import Fence  # semaphore.py imports this module.
         return Fence(device=self)

@@ -1,16 +1,30 @@
 """Plain data: what a backend, a device, a pool, a queue or an invocation
 reports."""
 
+from __future__ import annotations
+
 import dataclasses
+from typing import Any, Type, TypeVar
+
+__all__ = [
+    "AssumeNoAlias", "BackendInfo", "DeviceProperties", "InvocationStats",
+    "MemoryStats", "PoolAttributes", "QueueStats",
+]
+
+_D = TypeVar("_D")
 
 
-
-def _struct_to(cls, s):
-    return cls(**{f.name: getattr(s, f.name) for f in dataclasses.fields(cls)})
+def _struct_to(cls: Type[_D], s: Any) -> _D:
+    fields = dataclasses.fields(cls)
+    return cls(**{f.name: getattr(s, f.name) for f in fields})
 
 
 @dataclasses.dataclass(frozen=True)
 class BackendInfo:
+    """What a backend offers here (hipline.backend_query): its `kind`
+    ("host", "hip"), whether it is `available`, its `device_count`, and the
+    `reason` it is not available ("" when it is)."""
+
     kind: str
     available: bool
     device_count: int
@@ -19,6 +33,10 @@ class BackendInfo:
 
 @dataclasses.dataclass(frozen=True)
 class DeviceProperties:
+    """A device's `backend`, `ordinal`, `name`, `target` (its target id,
+    e.g. "gfx90a:sramecc+:xnack-", or "host"), `memory_bytes` and
+    `compute_units` (Device.properties)."""
+
     backend: str
     ordinal: int
     name: str
@@ -29,6 +47,9 @@ class DeviceProperties:
 
 @dataclasses.dataclass(frozen=True)
 class PoolAttributes:
+    """The device pool's `release_threshold` (bytes kept on a trim),
+    `reuse_flags` (hipMemPoolReuse* bits) and `limit_bytes` (0: none)."""
+
     release_threshold: int
     reuse_flags: int
     limit_bytes: int
@@ -36,6 +57,10 @@ class PoolAttributes:
 
 @dataclasses.dataclass(frozen=True)
 class QueueStats:
+    """A queue's counters (Queue.stats): submissions, the highest
+    `submitted_value` of its timeline, waits issued and elided, submissions
+    parked (waiting before a signal exists), failed, and `depth_stalls`."""
+
     submissions: int
     submitted_value: int
     waits_issued: int
@@ -47,6 +72,12 @@ class QueueStats:
 
 @dataclasses.dataclass(frozen=True)
 class MemoryStats:
+    """Memory statistics of a device or a queue (Device.memory_stats,
+    Queue.memory_stats), as hl_memory_stats_t: bytes in use and reserved
+    with their peaks, alloca/dealloca counts, fallback releases per mode,
+    out-of-memory and use-after-free counts, event and stream counts, and
+    the pool's slabs, blocks, fragmentation and peak account."""
+
     bytes_in_use: int
     bytes_in_use_peak: int
     bytes_reserved: int
@@ -89,6 +120,11 @@ class MemoryStats:
 
 @dataclasses.dataclass(frozen=True)
 class InvocationStats:
+    """Counters of the import/export layer (Device.invocation_stats,
+    hipline.invocation_stats_global): invocations, results imported async
+    and sync, aliases detected, async deallocs and fallback releases per
+    mode."""
+
     invocations: int
     async_imports: int
     sync_imports: int
@@ -101,9 +137,10 @@ class InvocationStats:
 
 @dataclasses.dataclass(frozen=True)
 class AssumeNoAlias:
-    """The value an invocation will use and where it comes from:
+    """The assume_no_alias `value` an invocation will use and its `source`:
     "invocation", "api" (ProgramInvocation.global_assume_no_alias) or
     "environment" (HIPLINE_ASSUME_NO_ALIAS)."""
+
     value: bool
     source: str
 

@@ -1,9 +1,13 @@
 """Queues: allocation, transfers, host calls and dispatches in timeline
 order."""
 
+from __future__ import annotations
+
 import contextlib
 import ctypes
 from ctypes import byref, c_void_p
+from typing import (TYPE_CHECKING, Any, Callable, Iterable, Optional,
+                    Sequence, Tuple, Union)
 
 from . import _lib
 from ._args import (U32_MAX, _deadline, _handle_arg, _int_arg, _str_arg)
@@ -12,12 +16,21 @@ from ._completion import (_awaited, _fence_pairs, _live_queues, _notify,
 from ._handle import _call, _ccall, _Handle, _tls
 from ._lib import lib
 from .buffer import Buffer, BufferArg, Scalar
-from .device import Device
+from .device import Device, _device_label
 from .errors import Error, StatusCode, _check, _make_error
 from .info import MemoryStats, QueueStats, _struct_to
 from .semaphore import Fence, Semaphore
 
-def _host_span(obj, writable, name):
+if TYPE_CHECKING:
+    from .executable import Executable
+
+__all__ = ["Queue"]
+
+# The shape of a dispatch: 1 to 3 dimensions (missing ones are 1).
+_Dims = Union[Tuple[int], Tuple[int, int], Tuple[int, int, int], Sequence[int]]
+
+
+def _host_span(obj: Any, writable: bool, name: str) -> Tuple[Any, int, Any]:
     """(address, length, keep-alive) for a buffer-protocol object."""
     try:
         mv = memoryview(obj)
@@ -48,11 +61,51 @@ def _host_span(obj, writable, name):
     return ctypes.cast(ctypes.c_char_p(data), c_void_p).value, n, data
 
 
-def _private_semaphore():
+def _private_semaphore() -> Semaphore:
     # Not a user semaphore: nobody else can signal or fail it.
     out = c_void_p()
     _check(lib.hl_semaphore_create(0, lib.hl_allocator_system(), byref(out)))
     return Semaphore._adopt(out.value)
+
+
+def _kernel_args(args: Sequence[Any]) -> Any:
+    """The hl_kernel_arg_t array of |args| (buffers are filled in by the
+    caller, which holds their uses)."""
+    arr = (_lib.kernel_arg_t * max(len(args), 1))()
+    for i, a in enumerate(args):
+        if isinstance(a, BufferArg):
+            arr[i].kind = 0
+            arr[i].offset = a.offset
+            arr[i].access = a.access
+            if a.buffer is None:
+                arr[i].buffer = None
+                arr[i].length = a.length or 0
+            else:
+                arr[i].length = (a.length if a.length is not None else
+                                 max(0, len(a.buffer) - a.offset))
+        elif isinstance(a, Scalar):
+            arr[i].kind = 1
+            arr[i].scalar = a.bits
+            arr[i].size = a.size
+        else:
+            raise TypeError("args[%d] must be a BufferArg or a Scalar, "
+                            "not %s" % (i, type(a).__name__))
+    return arr
+
+
+def _dispatch_config(grid: _Dims, block: _Dims, shared_bytes: int) -> Any:
+    cfg = _lib.dispatch_config_t()
+    for what, dims in (("grid", grid), ("block", block)):
+        dims = tuple(dims)
+        if not 1 <= len(dims) <= 3:
+            raise _make_error(StatusCode.INVALID_ARGUMENT,
+                              "%s must have 1 to 3 dimensions" % what)
+        for j in range(3):
+            v = (_int_arg(dims[j], "%s[%d]" % (what, j), 0, U32_MAX)
+                 if j < len(dims) else 1)
+            getattr(cfg, what)[j] = v
+    cfg.shared_bytes = _int_arg(shared_bytes, "shared_bytes", 0, U32_MAX)
+    return cfg
 
 
 class Queue(_Handle):
@@ -68,7 +121,7 @@ class Queue(_Handle):
     _release = lib.hl_queue_release
     _kind = "Queue"
 
-    def __init__(self, device):
+    def __init__(self, device: Device) -> None:
         _handle_arg(device, Device, "device")
         out = c_void_p()
         _ccall(lib.hl_queue_create, device, byref(out))
@@ -77,39 +130,55 @@ class Queue(_Handle):
         self._notifier = Device._borrow(lib.hl_queue_device(out.value))
         _live_queues.add(self)
 
-    def _init_borrowed(self):
+    def _init_borrowed(self, *args: Any) -> None:
         self.device = Device._borrow(lib.hl_queue_device(self._ptr))
         self._notifier = self.device
         _live_queues.add(self)
 
     @classmethod
-    def _borrow(cls, ptr):
+    def _borrow(cls, ptr: Optional[int]) -> Queue:
         lib.hl_queue_retain(ptr)
         return cls._adopt(ptr)
 
-    def close(self):
+    def _describe(self) -> str:
+        s = self.stats()
+        state = "ok"
+        try:
+            self.check()
+        except Error as e:
+            state = "failed %s" % e.code.name
+        with self._use() as p:
+            where = _device_label(lib.hl_queue_device(p))
+        return "id=%d on %s, submitted %d, %s" % (self.id, where,
+                                                  s.submitted_value, state)
+
+    def close(self) -> None:
+        """Releases the queue (see the handle's close()); work already
+        submitted still runs."""
         super().close()
         notifier = self.__dict__.get("_notifier")
         if notifier is not None and notifier is not self.device:
             notifier.close()
 
     @property
-    def id(self):
-        return _call(lib.hl_queue_id, self)
+    def id(self) -> int:
+        """The queue's id, unique on its device."""
+        return int(_call(lib.hl_queue_id, self))
 
     @property
-    def timeline(self):
+    def timeline(self) -> Semaphore:
         """A new reference to the queue's timeline semaphore."""
         with self._use() as p:
             return Semaphore._borrow(lib.hl_queue_timeline(p))
 
-    def _fresh_signal(self):
+    def _fresh_signal(self) -> Fence:
         f = Fence(device=self.device if not self.device.closed else None)
         with _private_semaphore() as s:
             f.insert(s, 1)
         return f
 
-    def _op(self, cfn, wait, signal, *args, keep=None):
+    def _op(self, cfn: Any, wait: Optional[Fence], signal: Optional[Fence],
+            *args: Any, keep: Any = None) -> Fence:
         """Submits cfn(queue, wait, signal, *args) and returns the signal
         fence. |keep| (host memory, callbacks) is referenced from before
         the submission until the operation itself finishes."""
@@ -130,7 +199,8 @@ class Queue(_Handle):
             out._watch.append(cfn)
         return out
 
-    def _submit_keeping(self, cfn, wait, out, args, keep):
+    def _submit_keeping(self, cfn: Any, wait: Optional[Fence], out: Fence,
+                        args: Tuple[Any, ...], keep: Any) -> None:
         # The op signals a private semaphore too: the keep-alive follows it,
         # not |out|, which the caller may fail or may have reached already.
         with _private_semaphore() as done, Fence(device=None) as both, \
@@ -148,17 +218,19 @@ class Queue(_Handle):
                     pass
                 raise
 
-    def barrier(self, wait=None, signal=None):
+    def barrier(self, wait: Optional[Fence] = None,
+                signal: Optional[Fence] = None) -> Fence:
         """Completes once |wait| is reached and earlier work is done."""
         return self._op(lib.hl_queue_barrier, wait, signal)
 
-    def host_call(self, fn, wait=None, signal=None):
+    def host_call(self, fn: Callable[[], Any], wait: Optional[Fence] = None,
+                  signal: Optional[Fence] = None) -> Fence:
         """Runs |fn()| on a runtime thread in queue order. Exceptions are
         swallowed (printed); keep |fn| short and non-blocking."""
         if not callable(fn):
             raise TypeError("fn must be callable, not %s" % type(fn).__name__)
 
-        def tramp(_user):
+        def tramp(_user: Any) -> None:
             _tls.runtime_thread = True
             try:
                 fn()
@@ -172,7 +244,8 @@ class Queue(_Handle):
         return self._op(lib.hl_queue_host_call, wait, signal, cb, None,
                         keep=(cb, fn))
 
-    def alloca(self, size, wait=None, signal=None):
+    def alloca(self, size: int, wait: Optional[Fence] = None,
+               signal: Optional[Fence] = None) -> Buffer:
         """A new buffer of |size| bytes, usable once `buffer.ready` (the
         returned buffer's fence) is reached."""
         size = _int_arg(size, "size")
@@ -183,13 +256,15 @@ class Queue(_Handle):
         b.ready = signal
         return b
 
-    def dealloca(self, buffer, wait=None, signal=None):
+    def dealloca(self, buffer: Buffer, wait: Optional[Fence] = None,
+                 signal: Optional[Fence] = None) -> Fence:
         """Frees |buffer|'s root in queue order."""
         _handle_arg(buffer, Buffer, "buffer")
         return self._op(lib.hl_queue_dealloca, wait, signal, buffer)
 
-    def fill(self, buffer, pattern, offset=0, length=None, wait=None,
-             signal=None):
+    def fill(self, buffer: Buffer, pattern: int, offset: int = 0,
+             length: Optional[int] = None, wait: Optional[Fence] = None,
+             signal: Optional[Fence] = None) -> Fence:
         """Fills with the 32-bit |pattern| (offset, length multiples of 4)."""
         _handle_arg(buffer, Buffer, "buffer")
         pattern = _int_arg(pattern, "pattern", -2**31, U32_MAX) & U32_MAX
@@ -200,8 +275,12 @@ class Queue(_Handle):
         return self._op(lib.hl_queue_fill, wait, signal, buffer, offset,
                         length, pattern)
 
-    def copy(self, source, target, source_offset=0, target_offset=0,
-             length=None, wait=None, signal=None):
+    def copy(self, source: Buffer, target: Buffer, source_offset: int = 0,
+             target_offset: int = 0, length: Optional[int] = None,
+             wait: Optional[Fence] = None,
+             signal: Optional[Fence] = None) -> Fence:
+        """Copies |length| bytes (default: the rest of |source|) from
+        |source| at |source_offset| to |target| at |target_offset|."""
         _handle_arg(source, Buffer, "source")
         _handle_arg(target, Buffer, "target")
         source_offset = _int_arg(source_offset, "source_offset")
@@ -212,7 +291,9 @@ class Queue(_Handle):
         return self._op(lib.hl_queue_copy, wait, signal, source,
                         source_offset, target, target_offset, length)
 
-    def read(self, buffer, into, offset=0, wait=None, signal=None):
+    def read(self, buffer: Buffer, into: Any, offset: int = 0,
+             wait: Optional[Fence] = None,
+             signal: Optional[Fence] = None) -> Fence:
         """Reads len(into) bytes at |offset| into the writable buffer-protocol
         object |into| (kept alive until the read itself finishes)."""
         _handle_arg(buffer, Buffer, "buffer")
@@ -221,7 +302,9 @@ class Queue(_Handle):
         return self._op(lib.hl_queue_read, wait, signal, buffer, offset, addr,
                         n, keep=(keep, into))
 
-    async def read_bytes(self, buffer, offset=0, length=None, wait=None):
+    async def read_bytes(self, buffer: Buffer, offset: int = 0,
+                         length: Optional[int] = None,
+                         wait: Optional[Fence] = None) -> bytearray:
         """Reads into a new bytearray and returns it once the read is done."""
         _handle_arg(buffer, Buffer, "buffer")
         offset = _int_arg(offset, "offset")
@@ -231,7 +314,9 @@ class Queue(_Handle):
         await self.read(buffer, out, offset, wait)
         return out
 
-    def write(self, buffer, data, offset=0, wait=None, signal=None):
+    def write(self, buffer: Buffer, data: Any, offset: int = 0,
+              wait: Optional[Fence] = None,
+              signal: Optional[Fence] = None) -> Fence:
         """Writes any buffer-protocol object |data| (kept alive until the
         write itself finishes; a read-only one that is not bytes is copied
         once)."""
@@ -241,67 +326,68 @@ class Queue(_Handle):
         return self._op(lib.hl_queue_write, wait, signal, addr, buffer,
                         offset, n, keep=(keep, data))
 
-    def dispatch(self, kernel, args, grid=(1, 1, 1), block=(1, 1, 1),
-                 shared_bytes=0, wait=None, signal=None):
-        """Launches |kernel| (see hipline.kernel_names()) with BufferArg /
-        Scalar arguments in parameter order."""
+    def dispatch(self, kernel: str,
+                 args: Iterable[Union[BufferArg, Scalar]],
+                 grid: _Dims = (1, 1, 1), block: _Dims = (1, 1, 1),
+                 shared_bytes: int = 0, wait: Optional[Fence] = None,
+                 signal: Optional[Fence] = None,
+                 executable: Optional[Executable] = None) -> Fence:
+        """Launches |kernel| with BufferArg / Scalar arguments in parameter
+        order on a grid of |grid| blocks of |block| threads.
+
+        Without |executable|, |kernel| is a built-in kernel (see
+        hipline.kernel_names()). With an Executable, it is a kernel of
+        that executable: one argument per explicit argument of its
+        signature (the code object's metadata), a BufferArg for a
+        "global_buffer" (declaring the access and range it touches) and a
+        Scalar of the argument's size for a "by_value" one. A wrong count,
+        kind or size raises InvalidArgumentError naming the argument. The
+        executable stays alive until the work completes."""
         name = _str_arg(kernel, "kernel")
         args = list(args)
-        n = len(args)
-        arr = (_lib.kernel_arg_t * max(n, 1))()
-        for i, a in enumerate(args):
-            if isinstance(a, BufferArg):
-                arr[i].kind = 0
-                arr[i].offset = a.offset
-                arr[i].access = a.access
-                if a.buffer is None:
-                    arr[i].buffer = None
-                    arr[i].length = a.length or 0
-                else:
-                    arr[i].length = (a.length if a.length is not None else
-                                     max(0, len(a.buffer) - a.offset))
-            elif isinstance(a, Scalar):
-                arr[i].kind = 1
-                arr[i].scalar = a.bits
-                arr[i].size = a.size
-            else:
-                raise TypeError("args[%d] must be a BufferArg or a Scalar, "
-                                "not %s" % (i, type(a).__name__))
-        cfg = _lib.dispatch_config_t()
-        for what, dims in (("grid", grid), ("block", block)):
-            dims = tuple(dims)
-            if not 1 <= len(dims) <= 3:
-                raise _make_error(StatusCode.INVALID_ARGUMENT,
-                                  "%s must have 1 to 3 dimensions" % what)
-            for j in range(3):
-                v = (_int_arg(dims[j], "%s[%d]" % (what, j), 0, U32_MAX)
-                     if j < len(dims) else 1)
-                getattr(cfg, what)[j] = v
-        cfg.shared_bytes = _int_arg(shared_bytes, "shared_bytes", 0, U32_MAX)
+        arr = _kernel_args(args)
+        cfg = _dispatch_config(grid, block, shared_bytes)
         with contextlib.ExitStack() as stack:
             for i, a in enumerate(args):
                 if isinstance(a, BufferArg) and a.buffer is not None:
                     arr[i].buffer = stack.enter_context(a.buffer._use())
-            return self._op(lib.hl_queue_dispatch, wait, signal, name,
-                            byref(cfg), n, arr)
+            if executable is None:
+                out = self._op(lib.hl_queue_dispatch, wait, signal, name,
+                               byref(cfg), len(args), arr)
+            else:
+                from .executable import Executable  # It imports queue.py.
+                _handle_arg(executable, Executable, "executable")
+                out = self._op(lib.hl_queue_dispatch_executable, wait,
+                               signal, executable, name, byref(cfg),
+                               len(args), arr)
+        return out
 
-    def fill_pattern(self, buffer, seed, wait=None, signal=None):
+    def fill_pattern(self, buffer: Buffer, seed: int,
+                     wait: Optional[Fence] = None,
+                     signal: Optional[Fence] = None) -> Fence:
+        """Writes the pattern of |seed| over the whole buffer: word i is
+        hipline.pattern_value(seed, i)."""
         _handle_arg(buffer, Buffer, "buffer")
         return self._op(lib.hl_queue_fill_pattern, wait, signal, buffer,
                         _int_arg(seed, "seed", 0, U32_MAX))
 
-    def verify_pattern(self, buffer, seed, counter, wait=None, signal=None):
+    def verify_pattern(self, buffer: Buffer, seed: int, counter: Buffer,
+                       wait: Optional[Fence] = None,
+                       signal: Optional[Fence] = None) -> Fence:
+        """Adds the number of words of |buffer| that differ from the pattern
+        of |seed| to the uint32 at the start of |counter| (zero it first)."""
         _handle_arg(buffer, Buffer, "buffer")
         _handle_arg(counter, Buffer, "counter")
         return self._op(lib.hl_queue_verify_pattern, wait, signal, buffer,
                         _int_arg(seed, "seed", 0, U32_MAX), counter)
 
-    def spin(self, cycles, wait=None, signal=None):
+    def spin(self, cycles: int, wait: Optional[Fence] = None,
+             signal: Optional[Fence] = None) -> Fence:
         """Busy work of |cycles| on the stream (for tests and benchmarks)."""
         return self._op(lib.hl_queue_spin, wait, signal,
                         _int_arg(cycles, "cycles"))
 
-    def idle(self):
+    def idle(self) -> Fence:
         """A fence reached once everything submitted so far completes:
         `await queue.idle()`."""
         s = _lib.queue_stats_t()
@@ -311,21 +397,23 @@ class Queue(_Handle):
             f.insert(t, s.submitted_value)
         return f
 
-    def wait_idle(self, timeout=None):
+    def wait_idle(self, timeout: Optional[float] = None) -> None:
         """Blocks until everything submitted has finished (None or inf:
         forever)."""
         _ccall(lib.hl_queue_wait_idle, self, _deadline(timeout))
 
-    def check(self):
+    def check(self) -> None:
         """Raises the queue's failure, if it has failed."""
         _ccall(lib.hl_queue_status, self)
 
-    def stats(self):
+    def stats(self) -> QueueStats:
+        """The queue's QueueStats."""
         s = _lib.queue_stats_t()
         _call(lib.hl_queue_stats, self, byref(s))
         return _struct_to(QueueStats, s)
 
-    def memory_stats(self):
+    def memory_stats(self) -> MemoryStats:
+        """The MemoryStats of this queue's allocations."""
         s = _lib.memory_stats_t()
         _ccall(lib.hl_queue_memory_stats, self, byref(s))
         return _struct_to(MemoryStats, s)
