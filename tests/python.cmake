@@ -101,6 +101,28 @@ foreach(part abi api asyncio assume_no_alias hostile serve serve_http)
 endforeach()
 set_tests_properties(python.serve python.serve_http PROPERTIES RUN_SERIAL ON)
 
+# User executables (test_executable.py) with the user kernel set that
+# tests/executable.cmake builds: on the host backend, and on the hip test
+# runtime running the kernels' host twin for the GPU objects.
+if(TARGET hl_user_kernels)
+  add_dependencies(python_abi_layout hl_user_kernels hl_hip_test_runtime_6_2)
+  set(hl_py_uk_env ${hl_py_env}
+    "HL_USER_KERNELS_DIR=${hl_uk_dir}"
+    "HL_USER_KERNEL_TARGETS=${HIPLINE_USER_KERNEL_TARGETS}"
+    "HL_USER_KERNELS_HOST=${hl_uk_dir}/user_kernels_host.so")
+  add_test(NAME python.executable
+    COMMAND ${hl_python} -m unittest -v test_executable
+    WORKING_DIRECTORY ${hl_py_dir}/tests)
+  set_tests_properties(python.executable PROPERTIES
+    LABELS "python;executable" TIMEOUT 300 ENVIRONMENT "${hl_py_uk_env}")
+  add_test(NAME python.executable_hiprt
+    COMMAND ${hl_python} -m unittest -v test_executable
+    WORKING_DIRECTORY ${hl_py_dir}/tests)
+  set_tests_properties(python.executable_hiprt PROPERTIES
+    LABELS "python;executable;hip" TIMEOUT 300
+    ENVIRONMENT "${hl_py_uk_env};HIPLINE_TEST_BACKEND=hip;LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/hip_test_runtime/rocm-6.2;HL_HIP_TEST_RUNTIME_TWINS=${hl_uk_dir}/user_kernels_host.so")
+endif()
+
 # Installing (label `package`, tests/package/python_install.cmake):
 #   python.install  `cmake --install` into a fresh virtual environment: the
 #     package lands where its interpreter looks, and the import line the
