@@ -38,7 +38,8 @@ if(hl_pydir STREQUAL "")
 endif()
 
 set(hl_pkg "${hl_prefix}/${hl_pydir}/hipline")
-file(GLOB hl_py_files "@PROJECT_SOURCE_DIR@/runtime/bindings/python/hipline/*.py")
+file(GLOB hl_py_files "@PROJECT_SOURCE_DIR@/runtime/bindings/python/hipline/*.py"
+     "@PROJECT_SOURCE_DIR@/runtime/bindings/python/hipline/py.typed")
 file(INSTALL ${hl_py_files} DESTINATION "${hl_pkg}")
 file(RELATIVE_PATH hl_to_lib "/hl-prefix/${hl_pydir}/hipline"
      "/hl-prefix/@CMAKE_INSTALL_LIBDIR@")

@@ -84,7 +84,8 @@ foreach(candidate ${hl_python} /usr/bin/python3)
   endif()
 endforeach()
 
-foreach(part abi api asyncio assume_no_alias hostile serve serve_http)
+foreach(part abi api asyncio assume_no_alias hostile serve serve_http
+             public_api)
   set(hl_interpreter ${hl_python})
   if(part MATCHES "^serve")
     set(hl_interpreter ${hl_python_http})
@@ -100,6 +101,26 @@ foreach(part abi api asyncio assume_no_alias hostile serve serve_http)
     LABELS "${hl_labels}" TIMEOUT 600 ENVIRONMENT "${hl_py_env}")
 endforeach()
 set_tests_properties(python.serve python.serve_http PROPERTIES RUN_SERIAL ON)
+
+# The type hints satisfy mypy --strict (test_typecheck.py): with the first
+# interpreter that imports mypy (Debian: mypy, for /usr/bin/python3, which
+# tools/test.sh installs); it fails naming the package when none does.
+set(hl_python_mypy ${hl_python})
+foreach(candidate ${hl_python} /usr/bin/python3)
+  if(EXISTS ${candidate})
+    execute_process(COMMAND ${candidate} -c "import mypy"
+                    RESULT_VARIABLE hl_mypy_rc OUTPUT_QUIET ERROR_QUIET)
+    if(hl_mypy_rc EQUAL 0)
+      set(hl_python_mypy ${candidate})
+      break()
+    endif()
+  endif()
+endforeach()
+add_test(NAME python.typecheck
+  COMMAND ${hl_python_mypy} -m unittest -v test_typecheck
+  WORKING_DIRECTORY ${hl_py_dir}/tests)
+set_tests_properties(python.typecheck PROPERTIES
+  LABELS python TIMEOUT 300 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
 
 # User executables (test_executable.py) with the user kernel set that
 # tests/executable.cmake builds: on the host backend, and on the hip test

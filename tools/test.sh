@@ -45,6 +45,7 @@ REQUIRED_PACKAGES=(
   gnuplot-nox
   python3-venv python3-pip python3-setuptools python3-wheel
   python3-aiohttp  # bench/serve/serve.py and its loopback check (python.serve)
+  mypy  # type-checks the Python package's hints (python.typecheck)
 )
 OPTIONAL_PACKAGES=(valgrind)
 

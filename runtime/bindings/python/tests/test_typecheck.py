@@ -1,0 +1,37 @@
+"""The package's type hints satisfy a checker: mypy --strict (the settings
+in pyproject.toml) over the package and tests/typing_client.py, client
+code whose deliberate mistakes the hints must catch.
+
+Runs with an interpreter that has mypy (Debian: mypy, for /usr/bin/python3;
+tools/test.sh installs it); without one it fails naming the package.
+"""
+
+import os
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_ROOT = os.path.dirname(HERE)
+
+
+class TypeCheckTest(unittest.TestCase):
+    def test_mypy_strict(self):
+        try:
+            import mypy  # noqa: F401
+        except ImportError:
+            self.fail("mypy is not installed for %s (Debian: apt-get install "
+                      "mypy)" % sys.executable)
+        result = subprocess.run(
+            [sys.executable, "-m", "mypy", "--config-file",
+             os.path.join(PACKAGE_ROOT, "pyproject.toml"),
+             "--cache-dir", os.devnull, "hipline",
+             os.path.join("tests", "typing_client.py")],
+            cwd=PACKAGE_ROOT, capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0,
+                         "mypy failed:\n" + result.stdout + result.stderr)
+        self.assertIn("Success", result.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
