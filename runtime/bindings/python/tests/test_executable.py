@@ -87,6 +87,8 @@ class ExecutableTest(unittest.TestCase):
     def test_from_files(self):
         with hipline.Executable(self.files) as exe:
             self.assertEqual(exe.targets, list(self.files))
+            self.assertEqual(repr(exe), "<hipline.Executable %d objects: %s>"
+                             % (len(self.files), ", ".join(self.files)))
             self.assertEqual(len(exe), len(self.files))
             expected = self.device.properties.target
             chosen = exe.select(self.device)
@@ -98,6 +100,7 @@ class ExecutableTest(unittest.TestCase):
             self.assertEqual(exe.kernel_arg_count("vector_add", self.device),
                              4)
             self._vector_add(exe)
+        self.assertEqual(repr(exe), "<hipline.Executable closed>")
 
     def test_from_bytes(self):
         data = {t: _read(p) for t, p in self.files.items()}
