@@ -9,7 +9,7 @@ if(TARGET hipline-stress)
                  replay-csv malformed-log bad-flags plot
                  silent-failures interrupt interrupt-convert outputs parsing
                  plot-input terminal memory-counters memory-snapshot
-                 plot-memory)
+                 plot-memory table-width)
       add_test(NAME stress_${case}
         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/stress_check.py
                 --stress $<TARGET_FILE:hipline-stress>

@@ -36,6 +36,8 @@ Cases:
   plot-input       hipline-plot quotes names for gnuplot (no command
                    injection) and refuses bad numbers in one line (77
                    without gnuplot).
+  table-width      the default table, notes and legend fit 100 columns;
+                   --wide prints every column.
 Exit 0 on success, 1 on failure, 77 to skip.
 """
 
@@ -903,6 +905,36 @@ def case_plot_memory(a):
     check(both.returncode == 2, "results and --memory: %d" % both.returncode)
 
 
+def case_table_width(a):
+    """The default table, its notes and its legend fit a 100-column
+    terminal; only the verdict, one line that scripts grep, may be longer.
+    --wide prints every column (the JSON has every counter)."""
+    width = 100
+    csv = os.path.join(a.work, "width.csv")
+    with open(csv, "w") as f:
+        f.write("Thread,Time,Action,Pointer,Size,Stream\n"
+                "1,0:00:00.000001,allocate,0x1000,1000,0x1\n"
+                "1,0:00:00.000002,free,0x1000,1000,0x1\n")
+    for args in (["--matrix"] + SMALL, [csv, "--backend", "host"]):
+        proc = run(args, a.stress)
+        lines = proc.stdout.rstrip("\n").split("\n")
+        check(lines[-1].startswith("Verdict: "), "no verdict last")
+        wide = [l for l in lines[:-1] if len(l) > width]
+        check(not wide, "%s: %d line(s) over %d columns:\n%s" %
+              (" ".join(args), len(wide), width, "\n".join(wide)))
+        check("Legend:" in proc.stdout and "--wide" in proc.stdout,
+              "the legend does not point at --wide")
+    check("reserved/live" in proc.stdout and "free slabs" in proc.stdout,
+          "the replay's notes are not in the compact table")
+    proc = run(["--wide", "--workload", "serving"] + SMALL, a.stress)
+    header = [l for l in proc.stdout.split("\n") if l.startswith("workload")]
+    check(len(header) == 1, "no header in --wide")
+    for column in ("alloc", "no_alias", "fallback", "ops", "secs", "p50_us",
+                   "p99_us", "used", "reserved", "async", "sync", "alias",
+                   "fb_rel", "vfail", "uaf", "thr/asyn", "res/asyn"):
+        check(column in header[0].split(), "--wide lacks %s" % column)
+
+
 CASES = {
     "env-no-alias-0": case_env_no_alias_0,
     "no-alias-1": case_no_alias_1,
@@ -924,6 +956,7 @@ CASES = {
     "memory-counters": case_memory_counters,
     "memory-snapshot": case_memory_snapshot,
     "plot-memory": case_plot_memory,
+    "table-width": case_table_width,
 }
 
 

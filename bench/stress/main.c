@@ -278,7 +278,7 @@ int main(int argc, char** argv) {
   }
 
   if (!options.quiet) {
-    stress_report_table(stdout, results, started);
+    stress_report_table(stdout, results, started, options.wide);
     printf("total %.1f s%s\n", total_seconds,
            signal_number ? " (interrupted: partial results)" : "");
     stress_report_verdict(stdout, results, started);

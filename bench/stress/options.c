@@ -83,6 +83,8 @@ void stress_options_print_help(FILE* out) {
       "                        opens it; tools/hipline-trace-convert turns it\n"
       "                        into a log for --workload replay)\n"
       "  --quiet               no table\n"
+      "  --wide                every column in the table (the default shows\n"
+      "                        the key ones in 100 columns; --json has all)\n"
       "  --help                this text\n"
       "\n"
       "Exit status: 0 on success; 1 when a run fails (a failed submission or\n"
@@ -180,6 +182,7 @@ enum {
   OPT_TRACE_EVENTS,
   OPT_MEMORY_SNAPSHOT,
   OPT_QUIET,
+  OPT_WIDE,
   OPT_HELP,
 };
 
@@ -209,6 +212,7 @@ static const struct option kOptions[] = {
     {"trace-events", required_argument, NULL, OPT_TRACE_EVENTS},
     {"memory-snapshot", required_argument, NULL, OPT_MEMORY_SNAPSHOT},
     {"quiet", no_argument, NULL, OPT_QUIET},
+    {"wide", no_argument, NULL, OPT_WIDE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -432,6 +436,9 @@ static int apply_option(int code, const char* flag, const char* value,
       return 0;
     case OPT_QUIET:
       out->quiet = true;
+      return 0;
+    case OPT_WIDE:
+      out->wide = true;
       return 0;
     case OPT_ALLOC:
     case OPT_ASSUME_NO_ALIAS:

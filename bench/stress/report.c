@@ -63,63 +63,129 @@ static void replay_notes(const stress_result_t* r, char* notes,
       human_bytes(r->pool_peak_free_slab_bytes, slab, sizeof(slab)));
 }
 
+// The table fits a terminal this wide, unless --wide.
+enum { kTableWidth = 100 };
+
+// Prints |text| (the cursor at |column|) wrapped at kTableWidth on spaces;
+// continuation lines start at column |indent|. Ends the last line.
+static void print_wrapped(FILE* out, size_t column, size_t indent,
+                          const char* text) {
+  while (*text) {
+    size_t room = column < kTableWidth ? kTableWidth - column : 1;
+    size_t n = strlen(text);
+    if (n > room) {
+      size_t cut = room;
+      while (cut > 0 && text[cut] != ' ') --cut;
+      n = cut ? cut : strcspn(text, " ");  // A word longer than the room.
+    }
+    fprintf(out, "%.*s\n", (int)n, text);
+    text += n;
+    while (*text == ' ') ++text;
+    if (*text) fprintf(out, "%*s", (int)indent, "");
+    column = indent;
+  }
+}
+
+// The notes of |r|'s row ("" when none).
+static void row_notes(const stress_result_t* r, char* notes, size_t capacity) {
+  notes[0] = '\0';
+  if (r->workload == STRESS_WORKLOAD_MULTISTREAM) {
+    snprintf(notes, capacity, "%u queues take %.2fx the time of 1", r->queues,
+             r->queue_scaling);
+  } else if (r->workload == STRESS_WORKLOAD_REPLAY) {
+    replay_notes(r, notes, capacity);
+  }
+  if (r->partial) snprintf(notes, capacity, "PARTIAL (interrupted)");
+  if (r->error[0]) snprintf(notes, capacity, "FAILED (see stderr)");
+}
+
+// |r|'s ops/s and peak reserved bytes against its workload's async row
+// ("-" when there is none).
+static void row_ratios(const stress_result_t* results, size_t count,
+                       const stress_result_t* r, char thr[16], char res[16]) {
+  const stress_result_t* base = async_row(results, count, r);
+  snprintf(thr, 16, "-");
+  snprintf(res, 16, "-");
+  if (base && base->ops_per_s > 0) {
+    snprintf(thr, 16, "%.2fx", r->ops_per_s / base->ops_per_s);
+  }
+  if (base && base->peak_reserved_bytes > 0) {
+    snprintf(
+        res, 16, "%.2fx",
+        (double)r->peak_reserved_bytes / (double)base->peak_reserved_bytes);
+  }
+}
+
+static void wide_row(FILE* out, const stress_result_t* r, const char* thr,
+                     const char* res, const char* notes) {
+  char used[16], reserved[16], nalias[24];
+  snprintf(nalias, sizeof(nalias), "%d(%s)", r->assume_no_alias ? 1 : 0,
+           !strcmp(r->assume_no_alias_source, "environment") ? "env"
+           : !strcmp(r->assume_no_alias_source, "api")       ? "api"
+                                                             : "inv");
+  fprintf(out,
+          "%-11s %-17s %-5s %-12s %-11s %7llu %7.2f %9.0f %8.1f %9.1f %8s "
+          "%8s %6llu %6llu %5llu %6llu %5llu %4llu %8s %8s  %s\n",
+          stress_workload_name(r->workload), r->policy, alloc_name(r->alloc),
+          nalias, hl_fallback_mode_name(r->fallback),
+          (unsigned long long)r->ops, r->seconds, r->ops_per_s, r->p50_us,
+          r->p99_us, human_bytes(r->peak_used_bytes, used, sizeof(used)),
+          human_bytes(r->peak_reserved_bytes, reserved, sizeof(reserved)),
+          (unsigned long long)r->async_imports,
+          (unsigned long long)r->sync_imports,
+          (unsigned long long)r->alias_detected,
+          (unsigned long long)r->fallback_releases,
+          (unsigned long long)r->verify_failures,
+          (unsigned long long)r->use_after_free, thr, res, notes);
+}
+
+// The compact row (100 columns), its notes wrapped on the lines under it.
+static void compact_row(FILE* out, const stress_result_t* r, const char* thr,
+                        const char* res, const char* notes) {
+  char reserved[16];
+  fprintf(out, "%-11s %-17s %9.0f %8.1f %8s %6llu %6llu %5llu %4llu %8s %8s\n",
+          stress_workload_name(r->workload), r->policy, r->ops_per_s, r->p99_us,
+          human_bytes(r->peak_reserved_bytes, reserved, sizeof(reserved)),
+          (unsigned long long)r->sync_imports,
+          (unsigned long long)r->fallback_releases,
+          (unsigned long long)r->verify_failures,
+          (unsigned long long)r->use_after_free, thr, res);
+  if (notes[0]) {
+    fprintf(out, "  ");
+    print_wrapped(out, 2, 4, notes);
+  }
+}
+
 void stress_report_table(FILE* out, const stress_result_t* results,
-                         size_t count) {
+                         size_t count, bool wide) {
   if (count == 0) return;
   fprintf(out, "backend %s, oracle %s (see the legend below the table)\n\n",
           hl_backend_kind_name(results[0].backend), stress_oracle_kind());
-  fprintf(out,
-          "%-11s %-17s %-5s %-12s %-11s %7s %7s %9s %8s %9s %8s %8s %6s %6s "
-          "%5s %6s %5s %4s %8s %8s  %s\n",
-          "workload", "policy", "alloc", "no_alias", "fallback", "ops", "secs",
-          "ops/s", "p50_us", "p99_us", "used", "reserved", "async", "sync",
-          "alias", "fb_rel", "vfail", "uaf", "thr/asyn", "res/asyn", "notes");
+  if (wide) {
+    fprintf(out,
+            "%-11s %-17s %-5s %-12s %-11s %7s %7s %9s %8s %9s %8s %8s %6s %6s "
+            "%5s %6s %5s %4s %8s %8s  %s\n",
+            "workload", "policy", "alloc", "no_alias", "fallback", "ops",
+            "secs", "ops/s", "p50_us", "p99_us", "used", "reserved", "async",
+            "sync", "alias", "fb_rel", "vfail", "uaf", "thr/asyn", "res/asyn",
+            "notes");
+  } else {
+    fprintf(out, "%-11s %-17s %9s %8s %8s %6s %6s %5s %4s %8s %8s\n",
+            "workload", "policy", "ops/s", "p99_us", "reserved", "sync",
+            "fb_rel", "vfail", "uaf", "thr/asyn", "res/asyn");
+  }
   for (size_t i = 0; i < count; ++i) {
     const stress_result_t* r = &results[i];
-    char used[16], reserved[16], nalias[24], notes[320];
-    snprintf(nalias, sizeof(nalias), "%d(%s)", r->assume_no_alias ? 1 : 0,
-             !strcmp(r->assume_no_alias_source, "environment") ? "env"
-             : !strcmp(r->assume_no_alias_source, "api")       ? "api"
-                                                               : "inv");
-    notes[0] = '\0';
-    if (r->workload == STRESS_WORKLOAD_MULTISTREAM) {
-      snprintf(notes, sizeof(notes), "%u queues take %.2fx the time of 1",
-               r->queues, r->queue_scaling);
-    } else if (r->workload == STRESS_WORKLOAD_REPLAY) {
-      replay_notes(r, notes, sizeof(notes));
+    char notes[320], thr[16], res[16];
+    row_notes(r, notes, sizeof(notes));
+    row_ratios(results, count, r, thr, res);
+    if (wide) {
+      wide_row(out, r, thr, res, notes);
+    } else {
+      compact_row(out, r, thr, res, notes);
     }
-    if (r->partial) {
-      snprintf(notes, sizeof(notes), "PARTIAL (interrupted)");
-    }
-    if (r->error[0]) {
-      snprintf(notes, sizeof(notes), "FAILED (see stderr)");
-    }
-    const stress_result_t* base = async_row(results, count, r);
-    char thr[16] = "-", res[16] = "-";
-    if (base && base->ops_per_s > 0) {
-      snprintf(thr, sizeof(thr), "%.2fx", r->ops_per_s / base->ops_per_s);
-    }
-    if (base && base->peak_reserved_bytes > 0) {
-      snprintf(
-          res, sizeof(res), "%.2fx",
-          (double)r->peak_reserved_bytes / (double)base->peak_reserved_bytes);
-    }
-    fprintf(out,
-            "%-11s %-17s %-5s %-12s %-11s %7llu %7.2f %9.0f %8.1f %9.1f %8s "
-            "%8s %6llu %6llu %5llu %6llu %5llu %4llu %8s %8s  %s\n",
-            stress_workload_name(r->workload), r->policy, alloc_name(r->alloc),
-            nalias, hl_fallback_mode_name(r->fallback),
-            (unsigned long long)r->ops, r->seconds, r->ops_per_s, r->p50_us,
-            r->p99_us, human_bytes(r->peak_used_bytes, used, sizeof(used)),
-            human_bytes(r->peak_reserved_bytes, reserved, sizeof(reserved)),
-            (unsigned long long)r->async_imports,
-            (unsigned long long)r->sync_imports,
-            (unsigned long long)r->alias_detected,
-            (unsigned long long)r->fallback_releases,
-            (unsigned long long)r->verify_failures,
-            (unsigned long long)r->use_after_free, thr, res, notes);
   }
-  stress_report_legend(out);
+  stress_report_legend(out, wide);
 }
 
 // The safe path's row of |r|'s workload: assume_no_alias=0 with the
@@ -180,49 +246,63 @@ void stress_report_verdict(FILE* out, const stress_result_t* results,
   }
 }
 
-void stress_report_legend(FILE* out) {
-  static const char* const kLegend[][2] = {
-      {"workload",
+// Which table a legend entry describes.
+typedef enum { LEGEND_BOTH, LEGEND_COMPACT, LEGEND_WIDE } legend_table_t;
+
+void stress_report_legend(FILE* out, bool wide) {
+  static const struct {
+    legend_table_t table;
+    const char* name;
+    const char* text;
+  } kLegend[] = {
+      {LEGEND_BOTH, "workload",
        "random (alloc/free churn on one queue), multistream "
        "(queues in parallel), serving (chains of function "
        "calls), replay (an allocation log)"},
-      {"policy",
+      {LEGEND_BOTH, "policy",
        "async: queue-ordered alloc/free, assume_no_alias=1; "
        "noalias0-*: assume_no_alias=0 with that fallback; sync: "
        "alloc + wait, device sync before each free"},
-      {"alloc", "async (hl_queue_alloca/dealloca) or sync (each waited for)"},
-      {"no_alias",
+      {LEGEND_WIDE, "alloc",
+       "async (hl_queue_alloca/dealloca) or sync (each waited for)"},
+      {LEGEND_WIDE, "no_alias",
        "the assume_no_alias in effect and where it came from: "
        "inv (the per-invocation value), env "
        "(HIPLINE_ASSUME_NO_ALIAS), api"},
-      {"fallback",
+      {LEGEND_WIDE, "fallback",
        "how a result that may be aliased is freed: ordered (the "
        "default: in queue order, never early), device-sync (a device "
        "drain first) or frontier (once the queues that used it pass "
        "it); async rows show the device's setting, used only by "
        "detected aliases"},
-      {"ops, secs, ops/s",
+      {LEGEND_WIDE, "ops, secs, ops/s",
        "operations run, wall time including the final "
        "drain, and their rate"},
-      {"p50_us, p99_us",
+      {LEGEND_COMPACT, "ops/s",
+       "operations per second of wall time, including the final drain"},
+      {LEGEND_WIDE, "p50_us, p99_us",
        "host time of one operation (median, 99th "
        "percentile), microseconds"},
-      {"used", "peak bytes allocated and not yet freed"},
-      {"reserved", "peak bytes the pool held from the device"},
-      {"async, sync", "function results imported without / with a wait"},
-      {"alias",
+      {LEGEND_COMPACT, "p99_us",
+       "host time of one operation, 99th percentile, microseconds"},
+      {LEGEND_WIDE, "used", "peak bytes allocated and not yet freed"},
+      {LEGEND_BOTH, "reserved", "peak bytes the pool held from the device"},
+      {LEGEND_WIDE, "async, sync",
+       "function results imported without / with a wait"},
+      {LEGEND_COMPACT, "sync",
+       "function results imported with a wait (not freed in queue order "
+       "as async imports are)"},
+      {LEGEND_WIDE, "alias",
        "results detected as aliases of a global or an argument "
-       "(always imported with a wait). serving returns such aliases on "
-       "purpose (--aliasing, default 0.10); hipline's stderr warnings "
-       "that 'stress.first_step' and 'stress.step' returned a global are "
-       "expected"},
-      {"fb_rel", "frees that took the refcount fallback"},
-      {"vfail", "verified words that did not hold their pattern (must be 0)"},
-      {"uaf", "use-after-free found by --checked (must be 0)"},
-      {"thr/asyn, res/asyn",
+       "(always imported with a wait)"},
+      {LEGEND_BOTH, "fb_rel", "frees that took the refcount fallback"},
+      {LEGEND_BOTH, "vfail",
+       "verified words that did not hold their pattern (must be 0)"},
+      {LEGEND_BOTH, "uaf", "use-after-free found by --checked (must be 0)"},
+      {LEGEND_BOTH, "thr/asyn, res/asyn",
        "ops/s and peak reserved bytes against the "
        "workload's async row (higher thr is better)"},
-      {"notes (replay)",
+      {LEGEND_BOTH, "notes (replay)",
        "the log's peak live bytes; reserved / live; the peak "
        "reserved of a model of PyTorch's caching allocator on the same "
        "events (bench/stress/torch_model.h) and of an ideal best-fit arena "
@@ -230,13 +310,24 @@ void stress_report_legend(FILE* out) {
        "the pool's slab bytes above the requested ones were at its peak "
        "(rounding to 256 B, free ends of slabs in use, other free blocks "
        "of slabs in use, slabs with nothing live)"},
-      {"oracle",
+      {LEGEND_BOTH, "warnings",
+       "serving returns aliases of a global or an argument on purpose "
+       "(--aliasing, default 0.10): hipline's stderr warnings that "
+       "'stress.first_step' and 'stress.step' returned a global are "
+       "expected"},
+      {LEGEND_BOTH, "oracle",
        "dispatch: fill/verify kernels on the queues; "
        "host-readback: a build without dispatch"},
+      {LEGEND_COMPACT, "--wide",
+       "also alloc, no_alias, fallback, ops, secs, p50_us, used, async and "
+       "alias; --json FILE writes every counter"},
   };
   fprintf(out, "\nLegend:\n");
   for (size_t i = 0; i < sizeof(kLegend) / sizeof(kLegend[0]); ++i) {
-    fprintf(out, "  %-19s %s\n", kLegend[i][0], kLegend[i][1]);
+    legend_table_t table = kLegend[i].table;
+    if (table != LEGEND_BOTH && (table == LEGEND_WIDE) != wide) continue;
+    fprintf(out, "  %-19s ", kLegend[i].name);
+    print_wrapped(out, 22, 22, kLegend[i].text);
   }
 }
 

@@ -71,6 +71,7 @@ typedef struct stress_options_t {
   const char* memory_snapshot_path;  // --memory-snapshot.
   const char* log_path;
   bool quiet;  // No table (JSON only).
+  bool wide;   // Every column in the table, not the compact default.
 } stress_options_t;
 
 // Parses argv. Returns 0 to run, 1 when --help was printed (exit 0), and 2
@@ -292,11 +293,14 @@ void stress_serving_cleanup(void);
 hl_status_t stress_effective_assume_no_alias(bool value, bool* out_value,
                                              const char** out_source);
 
-// Reporting.
+// Reporting. The table: by default its key columns, in at most 100
+// columns, with each row's notes wrapped under it; with |wide| every column
+// and the notes at the end of the row. Then its legend.
 void stress_report_table(FILE* out, const stress_result_t* results,
-                         size_t count);
-// What every column of the table means (printed under it).
-void stress_report_legend(FILE* out);
+                         size_t count, bool wide);
+// What every column of the table means (printed under it; |wide|: the
+// columns of the wide table).
+void stress_report_legend(FILE* out, bool wide);
 // One closing line: the safe path's (noalias0-ordered) ops/s and reserved
 // bytes against async per workload, and whether any run failed.
 void stress_report_verdict(FILE* out, const stress_result_t* results,
