@@ -130,7 +130,8 @@ if(TARGET hl_user_kernels)
   set(hl_py_uk_env ${hl_py_env}
     "HL_USER_KERNELS_DIR=${hl_uk_dir}"
     "HL_USER_KERNEL_TARGETS=${HIPLINE_USER_KERNEL_TARGETS}"
-    "HL_USER_KERNELS_HOST=${hl_uk_dir}/user_kernels_host.so")
+    "HL_USER_KERNELS_HOST=${hl_uk_dir}/user_kernels_host.so"
+    "HL_USER_KERNELS_BUNDLE=${hl_uk_bundle}")
   add_test(NAME python.executable
     COMMAND ${hl_python} -m unittest -v test_executable
     WORKING_DIRECTORY ${hl_py_dir}/tests)

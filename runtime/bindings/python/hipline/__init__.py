@@ -1,4 +1,5 @@
-"""hipline from Python: devices, queues, timelines, buffers and invocations.
+"""hipline from Python: devices, queues, timelines, buffers, invocations and
+executables.
 
 A thin layer over libhipline.so with the standard library's ctypes. Every
 handle is released exactly once: by `close()` / a `with` block, or by the
@@ -19,6 +20,10 @@ completion thread calls back into Python, which wakes the loop with
             print((await q.read_bytes(buf))[:4])
             await q.dealloca(buf)
     asyncio.run(main())
+
+Every public name is here; each lives in the module of its seam (errors,
+device, semaphore, buffer, queue, executable, invocation, kernels, info).
+See docs/python.md.
 """
 
 from . import _lib

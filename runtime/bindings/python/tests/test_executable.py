@@ -120,6 +120,22 @@ class ExecutableTest(unittest.TestCase):
                     exe.select(self.device)
                 self.assertIn("host", str(cm.exception))
 
+    def test_offload_bundle_without_a_target(self):
+        """A bundle keyed None contributes every AMDGPU entry, each with its
+        own target (hipcc's bundle, where hipcc built one)."""
+        bundle = os.environ.get("HL_USER_KERNELS_BUNDLE")
+        if not bundle:
+            self.skipTest("no hipcc offload bundle was built")
+        for source in (bundle, _read(bundle)):
+            with hipline.Executable({None: source,
+                                     "host": self.files["host"]}) as exe:
+                targets = exe.targets
+                self.assertEqual(targets[-1], "host")
+                self.assertTrue(targets[:-1], targets)
+                for t in targets[:-1]:
+                    self.assertTrue(t.startswith("gfx90a"), targets)
+                self._vector_add(exe)
+
     def test_row_softmax_and_u64_scalars(self):
         q = self.queue
         rows, cols = 8, 16
