@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["Queue"]
 
 # The shape of a dispatch: 1 to 3 dimensions (missing ones are 1).
-_Dims = Union[Tuple[int], Tuple[int, int], Tuple[int, int, int], Sequence[int]]
+_Dims = Sequence[int]
 
 
 def _host_span(obj: Any, writable: bool, name: str) -> Tuple[Any, int, Any]:

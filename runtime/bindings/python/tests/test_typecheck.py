@@ -6,6 +6,7 @@ Runs with an interpreter that has mypy (Debian: mypy, for /usr/bin/python3;
 tools/test.sh installs it); without one it fails naming the package.
 """
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -17,9 +18,7 @@ PACKAGE_ROOT = os.path.dirname(HERE)
 
 class TypeCheckTest(unittest.TestCase):
     def test_mypy_strict(self):
-        try:
-            import mypy  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("mypy") is None:
             self.fail("mypy is not installed for %s (Debian: apt-get install "
                       "mypy)" % sys.executable)
         result = subprocess.run(
