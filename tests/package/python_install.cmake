@@ -68,6 +68,19 @@ elseif(HL_MODE STREQUAL "pip")
     ${venv}/bin/python -m pip install --no-build-isolation --no-index
     --disable-pip-version-check ${HL_SOURCE_DIR}/runtime/bindings/python)
   unset(ENV{LIBHIPLINE})
+  # The wheel holds this build's library, not one an earlier pip install
+  # from the same source tree (another preset's) left in its build/.
+  file(GLOB hl_pip_libs ${venv}/lib/python*/site-packages/hipline/libhipline.so.*)
+  if(NOT hl_pip_libs)
+    message(FATAL_ERROR "python: the wheel installed no libhipline.so.*")
+  endif()
+  foreach(lib ${hl_pip_libs})
+    file(SHA256 ${lib} hl_got)
+    file(SHA256 ${HL_LIBRARY} hl_want)
+    if(NOT hl_got STREQUAL hl_want)
+      message(FATAL_ERROR "python: the wheel's ${lib} is not ${HL_LIBRARY}")
+    endif()
+  endforeach()
   hl_py_run("use the pip-installed package"
     ${py_env} ${venv}/bin/python -c "${hl_check}" ${venv}
     WORKING_DIRECTORY ${HL_WORK_DIR})

@@ -65,7 +65,10 @@ class BuildPyWithLibrary(build_py):
             build_temp = self.get_finalized_command("build").build_temp
             source = build_library(build_temp)
         package_dir = os.path.join(self.build_lib, "hipline")
-        self.copy_file(source, os.path.join(package_dir, LIBRARY_NAME))
+        # Always copied: build_py's copy_file skips a destination newer
+        # than the source, which an earlier build from this tree (another
+        # preset's library) can leave in build/.
+        shutil.copy2(source, os.path.join(package_dir, LIBRARY_NAME))
         with open(os.path.join(package_dir, "_install_paths.py"), "w",
                   encoding="utf-8") as f:
             f.write("# Written by setup.py: libhipline.so is in this "
