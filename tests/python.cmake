@@ -15,7 +15,8 @@
 # hand-off; the file says why). The TSan stage of
 # tools/test.sh runs the `concurrency` label (python.api, python.asyncio and
 # python.hostile: lifecycle races, closed handles, user-failed fences,
-# integer ranges, fork, exit) under its `setarch -R` prefix.
+# integer ranges, fork, exit; python.executable*: user kernels on the
+# streams, their results freed in queue order) under its `setarch -R` prefix.
 find_package(Python3 COMPONENTS Interpreter)
 if(NOT Python3_Interpreter_FOUND OR NOT TARGET hipline_shared)
   return()
@@ -136,12 +137,12 @@ if(TARGET hl_user_kernels)
     COMMAND ${hl_python} -m unittest -v test_executable
     WORKING_DIRECTORY ${hl_py_dir}/tests)
   set_tests_properties(python.executable PROPERTIES
-    LABELS "python;executable" TIMEOUT 300 ENVIRONMENT "${hl_py_uk_env}")
+    LABELS "python;executable;concurrency" TIMEOUT 300 ENVIRONMENT "${hl_py_uk_env}")
   add_test(NAME python.executable_hiprt
     COMMAND ${hl_python} -m unittest -v test_executable
     WORKING_DIRECTORY ${hl_py_dir}/tests)
   set_tests_properties(python.executable_hiprt PROPERTIES
-    LABELS "python;executable;hip" TIMEOUT 300
+    LABELS "python;executable;hip;concurrency" TIMEOUT 300
     ENVIRONMENT "${hl_py_uk_env};HIPLINE_TEST_BACKEND=hip;LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/hip_test_runtime/rocm-6.2;HL_HIP_TEST_RUNTIME_TWINS=${hl_uk_dir}/user_kernels_host.so")
 endif()
 
