@@ -302,8 +302,9 @@ void stress_report_legend(FILE* out, bool wide) {
       {LEGEND_BOTH, "thr/asyn, res/asyn",
        "ops/s and peak reserved bytes against the "
        "workload's async row (higher thr is better)"},
-      {LEGEND_BOTH, "notes (replay)",
-       "the log's peak live bytes; reserved / live; the peak "
+      {LEGEND_BOTH, "notes",
+       "multistream: its queue scaling; replay: the log's peak live bytes; "
+       "reserved / live; the peak "
        "reserved of a model of PyTorch's caching allocator on the same "
        "events (bench/stress/torch_model.h) and of an ideal best-fit arena "
        "(bench/stress/arena_model.h), each with its ratio to live; where "
