@@ -36,6 +36,8 @@ int main(void) {
   FIELD(hl_kernel_arg_t, size);
   SIZE(hl_dispatch_config_t);
   FIELD(hl_dispatch_config_t, shared_bytes);
+  SIZE(hl_buffer_binding_t);
+  FIELD(hl_buffer_binding_t, access);
   SIZE(hl_code_object_t);
   FIELD(hl_code_object_t, size);
   FIELD(hl_code_object_t, path);

@@ -138,6 +138,11 @@ class dispatch_config_t(Structure):
                 ("shared_bytes", c_uint32)]
 
 
+class buffer_binding_t(Structure):
+    _fields_ = [("buffer", c_void_p), ("offset", c_uint64),
+                ("length", c_uint64), ("access", c_int)]
+
+
 class code_object_t(Structure):
     _fields_ = [("target", c_char_p), ("data", c_void_p), ("size", c_size_t),
                 ("path", c_char_p)]
@@ -146,6 +151,8 @@ class code_object_t(Structure):
 # Callback types. A CFUNCTYPE callback takes the GIL itself.
 fence_reached_fn = ctypes.CFUNCTYPE(None, c_void_p, c_void_p)
 queue_host_fn = ctypes.CFUNCTYPE(None, c_void_p)
+native_stream_fn = ctypes.CFUNCTYPE(status_t, c_void_p, c_void_p,
+                                    POINTER(c_void_p), c_size_t)
 function_fn = ctypes.CFUNCTYPE(status_t, c_void_p, c_void_p,
                                POINTER(c_void_p), c_size_t, c_void_p,
                                c_void_p, POINTER(c_void_p), c_size_t)
@@ -303,6 +310,9 @@ _SIGNATURES = {
                                                    POINTER(c_size_t)]),
     "hl_executable_kernel_arg_count": (status_t, [handle, c_size_t, c_char_p,
                                                   POINTER(c_size_t)]),
+    "hl_queue_native_call": (status_t, [handle, handle, handle,
+                                        native_stream_fn, c_void_p, c_size_t,
+                                        POINTER(buffer_binding_t)]),
     "hl_queue_dispatch_executable": (status_t, [
         handle, handle, handle, handle, c_char_p, POINTER(dispatch_config_t),
         c_size_t, POINTER(kernel_arg_t)]),

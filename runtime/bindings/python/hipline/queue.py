@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 from ctypes import byref, c_void_p
-from typing import (TYPE_CHECKING, Any, Callable, Iterable, Optional,
+from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, Optional,
                     Sequence, Tuple, Union)
 
 from . import _lib
@@ -17,7 +17,8 @@ from ._handle import _call, _ccall, _Handle, _tls
 from ._lib import lib
 from .buffer import Buffer, BufferArg, Scalar
 from .device import Device, _device_label
-from .errors import Error, StatusCode, _check, _make_error
+from .errors import (Error, StatusCode, _check, _make_error,
+                     _status_from_exception)
 from .info import MemoryStats, QueueStats, _struct_to
 from .semaphore import Fence, Semaphore
 
@@ -243,6 +244,59 @@ class Queue(_Handle):
         cb = _lib.queue_host_fn(tramp)
         return self._op(lib.hl_queue_host_call, wait, signal, cb, None,
                         keep=(cb, fn))
+
+    def native_call(self, fn: Callable[[int, List[int]], Any],
+                    bindings: Iterable[BufferArg] = (),
+                    wait: Optional[Fence] = None,
+                    signal: Optional[Fence] = None) -> Fence:
+        """Runs |fn(native_stream, pointers)| with the queue's native stream
+        at this point of its timeline (hl_queue_native_call), so that code
+        of your own can enqueue work on the stream in queue order.
+
+        |bindings| (BufferArg: buffer, access, range) declare the buffers
+        that work touches: they are kept alive, their uses recorded (a
+        dealloca orders after the work), and checked for use after free;
+        pointers[i] is binding i's device address (an int). native_stream
+        is a hipStream_t on hip (an int), an opaque handle on the host
+        backend. On the host backend fn runs on the stream's worker once
+        everything before it in the queue has run; on hip it runs on the
+        issuing thread once the waits are enqueued, and only what it
+        enqueues on the stream is ordered. fn must enqueue and return: it
+        must not wait for the stream or for hipline, nor call hipline. An
+        exception fails the operation's signal fence (and the queue when a
+        binding writes)."""
+        if not callable(fn):
+            raise TypeError("fn must be callable, not %s" % type(fn).__name__)
+        bindings = list(bindings)
+        arr = (_lib.buffer_binding_t * max(len(bindings), 1))()
+        for i, b in enumerate(bindings):
+            if not isinstance(b, BufferArg) or b.buffer is None:
+                raise TypeError("bindings[%d] must be a BufferArg of a "
+                                "Buffer, not %r" % (i, b))
+            arr[i].offset = b.offset
+            arr[i].access = b.access
+            arr[i].length = (b.length if b.length is not None else
+                             max(0, len(b.buffer) - b.offset))
+
+        def tramp(_user: Any, stream: Optional[int], pointers: Any,
+                  count: int) -> Optional[int]:
+            _tls.runtime_thread = True
+            try:
+                fn(stream or 0, [pointers[i] or 0 for i in range(count)])
+                return None
+            except BaseException as e:  # noqa: BLE001
+                return _status_from_exception(e, "python native_call")
+            finally:
+                _tls.runtime_thread = False
+
+        cb = _lib.native_stream_fn(tramp)
+        with contextlib.ExitStack() as stack:
+            for i, b in enumerate(bindings):
+                assert b.buffer is not None
+                arr[i].buffer = stack.enter_context(b.buffer._use())
+            out = self._op(lib.hl_queue_native_call, wait, signal, cb, None,
+                           len(bindings), arr, keep=(cb, fn))
+        return out
 
     def alloca(self, size: int, wait: Optional[Fence] = None,
                signal: Optional[Fence] = None) -> Buffer:

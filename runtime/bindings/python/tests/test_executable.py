@@ -1,5 +1,6 @@
 """User executables from Python: hipline.Executable from files and bytes
-keyed by target, Queue.dispatch(..., executable=...).
+keyed by target, Queue.dispatch(..., executable=...); and
+Queue.native_call.
 
 The user kernel set is tests/user_kernels/ (vector_add, row_softmax,
 add_u64), built by tests/executable.cmake: HL_USER_KERNELS_DIR holds
@@ -268,6 +269,89 @@ class ExecutableTest(unittest.TestCase):
             q.dealloca(buf)
         for h in (result, ba, bb, inv, fn, ready, read, freed, gate):
             h.close()
+
+class NativeCallTest(unittest.TestCase):
+    """Queue.native_call: the caller's function with the native stream, in
+    timeline order, with declared bindings."""
+
+    def setUp(self):
+        self.backend = os.environ.get("HIPLINE_TEST_BACKEND", "host")
+        self.baseline = hipline.live_device_count()
+        self.device = hipline.Device(self.backend)
+        self.queue = self.device.create_queue()
+
+    def tearDown(self):
+        self.queue.wait_idle(60)
+        self.queue.close()
+        self.device.close()
+        gc.collect()
+        self.assertEqual(hipline.live_device_count(), self.baseline)
+
+    def test_runs_in_order_with_its_bindings(self):
+        """Submitted behind a closed gate, after a fill of its binding and
+        before the binding's dealloca: on the host backend it sees the
+        filled words (it would not, run early), and the free waits for it
+        on both backends."""
+        import ctypes
+        q = self.queue
+        gate = hipline.Semaphore(0)
+        buf = q.alloca(64, wait=gate.at(1))
+        q.fill(buf, 0x11223344)
+        seen = []
+
+        def on_stream(stream, pointers):
+            data = None
+            if self.backend == "host":  # Host memory, when the stream runs.
+                data = ctypes.string_at(pointers[0] + 8, 8)
+            seen.append((stream, len(pointers), data))
+
+        ran = q.native_call(on_stream, [BufferArg(buf, "r", 8, 16)])
+        freed = q.dealloca(buf)
+        self.assertFalse(buf.is_freed)
+        if self.backend == "host":
+            self.assertEqual(seen, [])
+        gate.signal(1)
+        freed.wait(60)
+        ran.wait(60)
+        self.assertTrue(buf.is_freed)
+        self.assertEqual(len(seen), 1)
+        stream, count, data = seen[0]
+        self.assertNotEqual(stream, 0)
+        self.assertEqual(count, 1)
+        if self.backend == "host":
+            self.assertEqual(data, bytes.fromhex("4433221144332211"))
+        for h in (buf, gate, ran, freed):
+            h.close()
+
+    def test_exception_fails_the_signal(self):
+        q = self.queue
+
+        def boom(stream, pointers):
+            raise hipline.NotFoundError("nothing here")
+
+        fence = q.native_call(boom)
+        with self.assertRaises(hipline.NotFoundError) as cm:
+            fence.wait(60)
+        self.assertIn("nothing here", str(cm.exception))
+        self.assertIn("native_call", str(cm.exception))
+        fence.close()
+        q.check()  # No binding writes: the queue itself did not fail.
+
+    def test_bad_arguments(self):
+        q = self.queue
+        with self.assertRaises(TypeError):
+            q.native_call(5)
+        with self.assertRaises(TypeError):
+            q.native_call(lambda s, p: None, [object()])
+        with self.assertRaises(TypeError):
+            q.native_call(lambda s, p: None, [BufferArg(None)])
+        buf = q.alloca(64)
+        with self.assertRaises(hipline.OutOfRangeError):
+            q.native_call(lambda s, p: None, [BufferArg(buf, "r", 32, 64)])
+        q.dealloca(buf).wait(60)
+        buf.close()
+        q.check()
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -35,6 +35,13 @@ def user_kernel(q: hipline.Queue, exe: hipline.Executable,
                       grid=(1,), block=(64,), executable=exe)
 
 
+def on_stream(q: hipline.Queue, a: hipline.Buffer) -> hipline.Fence:
+    def launch(stream: int, pointers: List[int]) -> None:
+        assert stream and pointers
+
+    return q.native_call(launch, [BufferArg(a, "r")])
+
+
 def mistakes(q: hipline.Queue, buf: hipline.Buffer) -> None:
     q.alloca("64")  # type: ignore[arg-type]
     q.fill(buf, 1, wait=buf)  # type: ignore[arg-type]
@@ -45,6 +52,7 @@ def mistakes(q: hipline.Queue, buf: hipline.Buffer) -> None:
     stats: hipline.QueueStats = q.memory_stats()  # type: ignore[assignment]
     timeout: Optional[float] = None
     q.wait_idle(timeout)
+    q.native_call(print, [buf])  # type: ignore[list-item]
     del size, value, stats
 
 
