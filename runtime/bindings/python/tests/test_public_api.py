@@ -2,7 +2,8 @@
 
 public_api_problems() walks the package and every module in it: each
 __all__ lists only names the module has, and every public name the module
-defines (a private module's, _lib's, are the package's own business); every public class, function, method and property has a
+defines (a private module's names, _lib's structs, are the package's own
+business); every public class, function, method and property has a
 docstring; every public function and method annotates its parameters and
 its return. The test runs it on hipline and, so that it is known to catch
 what it looks for, on a small package with one of each fault.
