@@ -13,6 +13,7 @@ import array
 import asyncio
 import os
 import sys
+from typing import Dict, Optional, Union
 
 import hipline
 from hipline import BufferArg, Scalar
@@ -20,9 +21,9 @@ from hipline import BufferArg, Scalar
 N = 1024
 
 
-def load(directory, targets, host_so):
+def load(directory: str, targets: str, host_so: str) -> hipline.Executable:
     # Keyed by target; a value is a path or the object's bytes.
-    objects = {}
+    objects: Dict[Optional[str], Union[str, bytes]] = {}
     for target in filter(None, targets.split(",")):
         path = os.path.join(directory, "user_kernels_%s.co" % target)
         with open(path, "rb") as f:

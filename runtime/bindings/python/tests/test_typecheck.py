@@ -1,6 +1,7 @@
 """The package's type hints satisfy a checker: mypy --strict (the settings
 in pyproject.toml) over the package and tests/typing_client.py, client
-code whose deliberate mistakes the hints must catch.
+code whose deliberate mistakes the hints must catch; and mypy over the
+Python examples.
 
 Runs with an interpreter that has mypy (Debian: mypy, for /usr/bin/python3;
 tools/test.sh installs it); without one it fails naming the package.
@@ -30,6 +31,27 @@ class TypeCheckTest(unittest.TestCase):
         self.assertEqual(result.returncode, 0,
                          "mypy failed:\n" + result.stdout + result.stderr)
         self.assertIn("Success", result.stdout)
+
+    def test_mypy_examples(self):
+        """The Python examples use the API as its hints say (their bodies
+        checked, though they carry few hints themselves)."""
+        if importlib.util.find_spec("mypy") is None:
+            self.fail("mypy is not installed for %s (Debian: apt-get install "
+                      "mypy)" % sys.executable)
+        examples = os.path.join(PACKAGE_ROOT, "..", "..", "..", "examples",
+                                "python")
+        scripts = sorted(os.path.join(examples, name)
+                         for name in os.listdir(examples)
+                         if name.endswith(".py"))
+        self.assertTrue(scripts)
+        result = subprocess.run(
+            [sys.executable, "-m", "mypy", "--python-version", "3.9",
+             "--check-untyped-defs", "--warn-unused-ignores", "--cache-dir",
+             os.devnull] + scripts,
+            env=dict(os.environ, MYPYPATH=PACKAGE_ROOT), cwd=examples,
+            capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0,
+                         "mypy failed:\n" + result.stdout + result.stderr)
 
 
 if __name__ == "__main__":
