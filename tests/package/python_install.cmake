@@ -37,6 +37,14 @@ unset(ENV{PYTHONPATH})
 unset(ENV{LIBHIPLINE})
 set(venv ${HL_WORK_DIR}/venv)
 
+# The installed package carries its type hints' marker (PEP 561).
+function(hl_py_check_typed)
+  file(GLOB typed ${venv}/lib/python*/site-packages/hipline/py.typed)
+  if(NOT typed)
+    message(FATAL_ERROR "python: no hipline/py.typed under ${venv}")
+  endif()
+endfunction()
+
 if(HL_MODE STREQUAL "install")
   hl_py_run("create ${venv}" ${HL_PYTHON} -m venv --without-pip ${venv})
   set(config_args "")
@@ -55,6 +63,7 @@ if(HL_MODE STREQUAL "install")
   endif()
   hl_py_run("the printed line: ${line}" ${py_env} sh -c "${line}"
     WORKING_DIRECTORY ${HL_WORK_DIR})
+  hl_py_check_typed()
   hl_py_run("use the installed package"
     ${py_env} ${venv}/bin/python -c "${hl_check}" ${venv}
     WORKING_DIRECTORY ${HL_WORK_DIR})
@@ -81,6 +90,7 @@ elseif(HL_MODE STREQUAL "pip")
       message(FATAL_ERROR "python: the wheel's ${lib} is not ${HL_LIBRARY}")
     endif()
   endforeach()
+  hl_py_check_typed()
   hl_py_run("use the pip-installed package"
     ${py_env} ${venv}/bin/python -c "${hl_check}" ${venv}
     WORKING_DIRECTORY ${HL_WORK_DIR})
