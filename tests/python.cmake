@@ -86,7 +86,7 @@ foreach(candidate ${hl_python} /usr/bin/python3)
 endforeach()
 
 foreach(part abi api asyncio assume_no_alias hostile serve serve_http
-             public_api)
+             public_api trace)
   set(hl_interpreter ${hl_python})
   if(part MATCHES "^serve")
     set(hl_interpreter ${hl_python_http})

@@ -22,7 +22,8 @@ completion thread calls back into Python, which wakes the loop with
     asyncio.run(main())
 
 Every public name is here; each lives in the module of its seam (errors,
-device, semaphore, buffer, queue, executable, invocation, kernels, info).
+device, semaphore, buffer, queue, executable, invocation, kernels, info,
+trace).
 See docs/python.md.
 """
 
@@ -46,6 +47,11 @@ from .invocation import (Function, Invocation, ProgramInvocation,
 from .kernels import kernel_names, pattern_value
 from .queue import Queue
 from .semaphore import Fence, Semaphore
+from .trace import (memory_history, memory_history_begin,
+                    memory_history_dropped, memory_history_end, trace_capture,
+                    trace_capture_active, trace_capture_begin,
+                    trace_capture_count, trace_capture_dropped,
+                    trace_capture_end)
 
 __version__ = "0.1.0"
 # The path libhipline.so was loaded from.
@@ -62,6 +68,11 @@ __all__ = [
     "backend_query", "environment_check", "invocation_stats_global",
     "kernel_names", "live_device_count", "pattern_value", "pending_callbacks",
     "register_kernel_functions",
+    # Traces and memory history.
+    "memory_history", "memory_history_begin", "memory_history_dropped",
+    "memory_history_end", "trace_capture", "trace_capture_active",
+    "trace_capture_begin", "trace_capture_count", "trace_capture_dropped",
+    "trace_capture_end",
     # Data.
     "library_path",
     # Errors.

@@ -299,6 +299,15 @@ _SIGNATURES = {
                                            c_uint32, handle]),
     "hl_queue_spin": (status_t, [handle, handle, handle, c_uint64]),
     "hl_kernels_register_functions": (status_t, []),
+    # traces and memory history
+    "hl_trace_capture_begin": (None, [c_uint64]),
+    "hl_trace_capture_end": (status_t, [c_char_p]),
+    "hl_trace_capture_dropped": (c_uint64, []),
+    "hl_trace_capture_active": (c_bool, []),
+    "hl_trace_capture_count": (c_uint64, [c_char_p]),
+    "hl_memory_history_begin": (None, [c_uint64]),
+    "hl_memory_history_end": (status_t, [c_char_p]),
+    "hl_memory_history_dropped": (c_uint64, []),
     # user executables
     "hl_executable_create": (status_t, [c_size_t, POINTER(code_object_t),
                                         POINTER(handle)]),
