@@ -22,7 +22,7 @@ hl_add_test(bad_input_test
 target_compile_definitions(bad_input_test PRIVATE
   HL_TEST_HAVE_DISPATCH=${hl_rel_have_dispatch})
 
-# The bounded soak (15 s; HIPLINE_SOAK_SECONDS or --seconds for a long run).
+# The bounded soak (15 s; HL_SOAK_SECONDS or --seconds for a long run).
 hl_add_test(reliability_soak_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/reliability_soak_test.c
   LABELS reliability soak TIMEOUT 120)
