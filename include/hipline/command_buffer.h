@@ -108,6 +108,24 @@ HL_API hl_status_t hl_command_buffer_dispatch(
     const hl_dispatch_config_t* config, size_t arg_count,
     const hl_kernel_arg_t* args, const uint32_t* arg_flags);
 
+// Records a dispatch of kernel |kernel_name| of |executable| (a user
+// executable, or hl_executable_builtin()), validated now as
+// hl_queue_dispatch_executable validates it against the kernel's signature
+// for this command buffer's device: the device's object is selected and
+// loaded now, and a wrong argument count, kind or scalar size is
+// INVALID_ARGUMENT naming the argument (index and metadata name). The
+// argument list is as long as the kernel's signature says (there is no
+// fixed cap). The command buffer retains |executable| until it is
+// destroyed, so the caller may release it right after recording.
+// |arg_flags| (may be NULL) holds HL_COMMAND_ARG_* bits per argument;
+// WRITES_WHOLE_RANGE is valid on a buffer argument with write access, and
+// for a user kernel it is the caller's promise (the metadata says nothing
+// about which bytes a kernel writes).
+HL_API hl_status_t hl_command_buffer_dispatch_executable(
+    hl_command_buffer_t* cb, hl_executable_t* executable,
+    const char* kernel_name, const hl_dispatch_config_t* config,
+    size_t arg_count, const hl_kernel_arg_t* args, const uint32_t* arg_flags);
+
 // An execution barrier: commands after it start after those before it
 // finish. (Commands of one execution already run in order on the queue's
 // stream, so this records the ordering the caller relies on.)

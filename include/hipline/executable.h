@@ -236,6 +236,18 @@ HL_API hl_status_t
 hl_executable_kernel_arg_count(const hl_executable_t* executable, size_t index,
                                const char* kernel_name, size_t* out_count);
 
+// The executable of the kernels built into the library (fill_pattern,
+// verify_pattern, copy, spin, axpy; hipline/dispatch.h). Its objects are
+// the registry's (hl_executable_registry_target: every embedded GPU code
+// object, then "host"), selected once per group of equal device targets
+// and loaded lazily per device, as for every executable. Its kernels'
+// arguments are checked against the kernel table as hl_queue_dispatch
+// documents (which is hl_queue_dispatch_executable with this executable);
+// hl_executable_kernel_arg_count gives their parameter counts for every
+// object index. Borrowed and static: it lives as long as the process, and
+// retain and release leave it alone. Thread-safe.
+HL_API hl_executable_t* hl_executable_builtin(void);
+
 #ifdef __cplusplus
 }
 #endif

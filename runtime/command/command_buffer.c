@@ -64,6 +64,9 @@ void hl_command_buffer_release(hl_command_buffer_t* cb) {
   free(cb->roots);
   free(cb->root_writes);
   free(cb->commands);
+  for (uint32_t i = 0; i < cb->call_count; ++i) {
+    hl_command_call_destroy(cb->calls[i]);
+  }
   free(cb->calls);
   free(cb->data);
   free(cb->steps);
@@ -281,6 +284,124 @@ hl_status_t hl_command_buffer_copy(hl_command_buffer_t* cb, hl_buffer_t* source,
   return NULL;
 }
 
+// Checks the HL_COMMAND_ARG_* flags of |arg_flags| (may be NULL) against
+// the arguments of |call|.
+static hl_status_t hl_command_check_arg_flags(const char* what,
+                                              const hl_dispatch_call_t* call,
+                                              const uint32_t* arg_flags) {
+  const hl_kernel_signature_t* sig = call->kernel.signature;
+  for (uint32_t i = 0; arg_flags && i < call->arg_count; ++i) {
+    uint32_t flags = arg_flags[i];
+    const hl_dispatch_binding_t* b = &call->bindings[i];
+    if (flags & ~(uint32_t)HL_COMMAND_ARG_WRITES_WHOLE_RANGE) {
+      return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                            "%s: '%s' argument %u: unknown flags 0x%x", what,
+                            sig->name, i, flags);
+    }
+    if (!flags) continue;
+    if (!b->root || !(b->access & HL_ACCESS_WRITE)) {
+      return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                            "%s: '%s' argument %u (%s) is flagged "
+                            "WRITES_WHOLE_RANGE but is not a buffer with "
+                            "write access",
+                            what, sig->name, i, sig->args[i].name);
+    }
+    if (b->extent != b->length) {
+      return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                            "%s: '%s' argument %u (%s) is flagged "
+                            "WRITES_WHOLE_RANGE over %llu bytes but the kernel "
+                            "writes %llu",
+                            what, sig->name, i, sig->args[i].name,
+                            (unsigned long long)b->length,
+                            (unsigned long long)b->extent);
+    }
+  }
+  return NULL;
+}
+
+// A recorded dispatch, validated; NULL on failure with |*out_status| set.
+static hl_command_call_t* hl_command_call_create(
+    hl_command_buffer_t* cb, const char* what, hl_executable_t* executable,
+    const char* kernel_name, const hl_dispatch_config_t* config,
+    size_t arg_count, const hl_kernel_arg_t* args, const uint32_t* arg_flags,
+    hl_status_t* out_status) {
+  char owner[48];
+  snprintf(owner, sizeof(owner), "command buffer %llu",
+           (unsigned long long)cb->id);
+  // The argument count is the signature's once validated; size the arrays
+  // for what was given until then.
+  size_t slots = arg_count ? arg_count : 1;
+  hl_command_call_t* recorded =
+      calloc(1, sizeof(*recorded) + 2 * slots * sizeof(uint32_t));
+  if (!recorded) {
+    *out_status = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                                 "%s: a dispatch of '%s' (%zu arguments)", what,
+                                 kernel_name, arg_count);
+    return NULL;
+  }
+  recorded->arg_roots = (uint32_t*)(recorded + 1);
+  recorded->arg_flags = recorded->arg_roots + slots;
+  hl_status_t st = hl_dispatch_call_initialize(&recorded->call, cb->device,
+                                               owner, executable, kernel_name,
+                                               config, arg_count, args);
+  if (st) {
+    free(recorded);
+    *out_status = hl_status_annotate(st, "%s into %s", what, owner);
+    return NULL;
+  }
+  st = hl_command_check_arg_flags(what, &recorded->call, arg_flags);
+  if (st) {
+    hl_dispatch_call_deinitialize(&recorded->call);
+    free(recorded);
+    *out_status = st;
+    return NULL;
+  }
+  return recorded;
+}
+
+void hl_command_call_destroy(hl_command_call_t* recorded) {
+  if (!recorded) return;
+  hl_dispatch_call_deinitialize(&recorded->call);
+  free(recorded);
+}
+
+static hl_status_t hl_command_record_dispatch(
+    hl_command_buffer_t* cb, const char* what, hl_executable_t* executable,
+    const char* kernel_name, const hl_dispatch_config_t* config,
+    size_t arg_count, const hl_kernel_arg_t* args, const uint32_t* arg_flags) {
+  hl_status_t st = NULL;
+  hl_command_call_t* recorded =
+      hl_command_call_create(cb, what, executable, kernel_name, config,
+                             arg_count, args, arg_flags, &st);
+  if (!recorded) return st;
+  const hl_dispatch_call_t* call = &recorded->call;
+  st = hl_command_reserve(cb, NULL, call->arg_count);
+  if (!st && !hl_command_grow((void**)&cb->calls, sizeof(*cb->calls),
+                              &cb->call_capacity, (size_t)cb->call_count + 1)) {
+    st = HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
+                        "%s: growing command buffer %llu", what,
+                        (unsigned long long)cb->id);
+  }
+  if (st) {
+    hl_command_call_destroy(recorded);
+    return st;
+  }
+  hl_command_t* command = hl_command_append(cb, HL_COMMAND_DISPATCH);
+  command->call = cb->call_count;
+  cb->calls[cb->call_count++] = recorded;
+  for (uint32_t i = 0; i < call->arg_count; ++i) {
+    if (!call->bindings[i].root) continue;
+    recorded->arg_roots[i] =
+        1 + hl_command_track(cb, args[i].buffer,
+                             (call->bindings[i].access & HL_ACCESS_WRITE) != 0);
+    recorded->arg_flags[i] = arg_flags ? arg_flags[i] : 0;
+  }
+  recorded->kernarg_at = cb->kernarg_total;
+  cb->kernarg_total += call->kernarg_size;
+  ++cb->info.dispatches;
+  return NULL;
+}
+
 hl_status_t hl_command_buffer_dispatch(hl_command_buffer_t* cb,
                                        const char* kernel_name,
                                        const hl_dispatch_config_t* config,
@@ -293,63 +414,23 @@ hl_status_t hl_command_buffer_dispatch(hl_command_buffer_t* cb,
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "%s: kernel_name is NULL",
                           kWhat);
   }
-  char owner[48];
-  snprintf(owner, sizeof(owner), "command buffer %llu",
-           (unsigned long long)cb->id);
-  hl_dispatch_call_t call;
-  HL_RETURN_IF_ERROR(hl_dispatch_call_init(cb->device, owner, kernel_name,
-                                           config, arg_count, args, &call),
-                     "%s into %s", kWhat, owner);
-  for (uint32_t i = 0; arg_flags && i < call.param_count; ++i) {
-    uint32_t flags = arg_flags[i];
-    if (flags & ~(uint32_t)HL_COMMAND_ARG_WRITES_WHOLE_RANGE) {
-      return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                            "%s: '%s' argument %u: unknown flags 0x%x", kWhat,
-                            call.kernel_name, i, flags);
-    }
-    if (!flags) continue;
-    if (!call.roots[i] || !(call.access[i] & HL_ACCESS_WRITE)) {
-      return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                            "%s: '%s' argument %u (%s) is flagged "
-                            "WRITES_WHOLE_RANGE but is not a buffer with "
-                            "write access",
-                            kWhat, call.kernel_name, i, call.param_names[i]);
-    }
-    if (call.extents[i] != call.lengths[i]) {
-      return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                            "%s: '%s' argument %u (%s) is flagged "
-                            "WRITES_WHOLE_RANGE over %llu bytes but the kernel "
-                            "writes %llu",
-                            kWhat, call.kernel_name, i, call.param_names[i],
-                            (unsigned long long)call.lengths[i],
-                            (unsigned long long)call.extents[i]);
-    }
+  return hl_command_record_dispatch(cb, kWhat, hl_executable_builtin(),
+                                    kernel_name, config, arg_count, args,
+                                    arg_flags);
+}
+
+hl_status_t hl_command_buffer_dispatch_executable(
+    hl_command_buffer_t* cb, hl_executable_t* executable,
+    const char* kernel_name, const hl_dispatch_config_t* config,
+    size_t arg_count, const hl_kernel_arg_t* args, const uint32_t* arg_flags) {
+  static const char kWhat[] = "hl_command_buffer_dispatch_executable";
+  HL_RETURN_IF_ERROR_PLAIN(hl_command_check_open(cb, kWhat));
+  if (!executable || !kernel_name) {
+    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                          "%s: executable or kernel_name is NULL", kWhat);
   }
-  hl_buffer_t* buffers[HL_KERNEL_MAX_PARAMS] = {0};
-  for (uint32_t i = 0; i < call.param_count; ++i) {
-    if (call.roots[i]) buffers[i] = args[i].buffer;
-  }
-  HL_RETURN_IF_ERROR_PLAIN(hl_command_reserve(cb, buffers, call.param_count));
-  if (!hl_command_grow((void**)&cb->calls, sizeof(*cb->calls),
-                       &cb->call_capacity, (size_t)cb->call_count + 1)) {
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "%s: growing command buffer %llu", kWhat,
-                          (unsigned long long)cb->id);
-  }
-  hl_command_t* command = hl_command_append(cb, HL_COMMAND_DISPATCH);
-  command->call = cb->call_count;
-  hl_command_call_t* recorded = &cb->calls[cb->call_count++];
-  memset(recorded, 0, sizeof(*recorded));
-  recorded->call = call;
-  for (uint32_t i = 0; i < call.param_count; ++i) {
-    if (!buffers[i]) continue;
-    recorded->arg_roots[i] =
-        1 + hl_command_track(cb, buffers[i],
-                             (call.access[i] & HL_ACCESS_WRITE) != 0);
-    recorded->arg_flags[i] = arg_flags ? arg_flags[i] : 0;
-  }
-  ++cb->info.dispatches;
-  return NULL;
+  return hl_command_record_dispatch(cb, kWhat, executable, kernel_name, config,
+                                    arg_count, args, arg_flags);
 }
 
 hl_status_t hl_command_buffer_barrier(hl_command_buffer_t* cb) {

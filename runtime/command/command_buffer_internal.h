@@ -11,7 +11,7 @@
 #include <threads.h>
 
 #include "hipline/command_buffer.h"
-#include "runtime/executable/dispatch_internal.h"
+#include "runtime/executable/dispatch_call.h"
 #include "runtime/memory/memory_internal.h"
 
 typedef enum hl_command_kind_e {
@@ -34,12 +34,15 @@ typedef struct hl_command_t {
   uint64_t data_offset;  // Update: into |data|.
 } hl_command_t;
 
-// A recorded dispatch: the call and, per argument, its root index + 1 (0 for
-// none) and HL_COMMAND_ARG_* flags.
+// A recorded dispatch (allocated on its own: a call must not move): the
+// call and, per explicit argument, its root index + 1 (0 for none) and
+// HL_COMMAND_ARG_* flags, both in the same allocation; and where the call's
+// kernarg segment lies in each execution's kernarg arena.
 typedef struct hl_command_call_t {
   hl_dispatch_call_t call;
-  uint32_t arg_roots[HL_KERNEL_MAX_PARAMS];
-  uint32_t arg_flags[HL_KERNEL_MAX_PARAMS];
+  uint32_t* arg_roots;
+  uint32_t* arg_flags;
+  size_t kernarg_at;
 } hl_command_call_t;
 
 struct hl_command_buffer_t {
@@ -61,9 +64,13 @@ struct hl_command_buffer_t {
   hl_command_t* commands;
   size_t command_count;
   size_t command_capacity;
-  hl_command_call_t* calls;
+  hl_command_call_t** calls;
   uint32_t call_count;
   size_t call_capacity;
+  // Bytes of the kernarg arena each execution allocates: the calls' kernarg
+  // segments, each 16-byte aligned. Executions may overlap, so each fills
+  // its own.
+  size_t kernarg_total;
   uint8_t* data;
   size_t data_size;
   size_t data_capacity;
@@ -88,5 +95,8 @@ bool hl_command_grow(void** items, size_t size, size_t* capacity,
 // INVALID_ARGUMENT when it is NULL.
 hl_status_t hl_command_check_open(const hl_command_buffer_t* cb,
                                   const char* what);
+
+// Frees a recorded dispatch (NULL is fine).
+void hl_command_call_destroy(hl_command_call_t* recorded);
 
 #endif  // HIPLINE_RUNTIME_COMMAND_COMMAND_BUFFER_INTERNAL_H_

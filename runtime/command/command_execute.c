@@ -26,6 +26,10 @@ typedef struct hl_execute_op_t {
   uint32_t queue_id;
   uint64_t value;
   hl_stream_work_t work;  // Filled at issue.
+  // The dispatches' kernarg segments for this execution (cb->kernarg_total
+  // bytes; NULL when there are none): executions may overlap, and a host
+  // kernel reads its segment when it runs.
+  unsigned char* kernargs;
 } hl_execute_op_t;
 
 static void hl_execute_on_submit(hl_op_t* base, hl_queue_t* queue,
@@ -59,11 +63,12 @@ static char* hl_step_pointer(const hl_command_buffer_t* cb, uint32_t root,
   return (char*)atomic_load(&cb->roots[root]->ptr) + offset;
 }
 
-// Enqueues every step of |cb| on |stream|. On failure |*out_failed| is the
-// index of the step that failed.
+// Enqueues every step of |cb| on |stream|, the dispatches with their
+// kernarg segments in |kernargs|. On failure |*out_failed| is the index of
+// the step that failed.
 static hl_status_t hl_command_buffer_enqueue_steps(
     const hl_command_buffer_t* cb, hl_backend_t* b, hl_backend_stream_t* stream,
-    size_t* out_failed) {
+    unsigned char* kernargs, size_t* out_failed) {
   for (size_t i = 0; i < cb->step_count; ++i) {
     const hl_command_t* step = &cb->steps[i];
     hl_status_t st = NULL;
@@ -84,9 +89,16 @@ static hl_status_t hl_command_buffer_enqueue_steps(
             hl_step_pointer(cb, step->source, step->source_offset),
             (size_t)step->length, stream);
         break;
-      case HL_COMMAND_DISPATCH:
-        st = hl_dispatch_call_launch(b, &cb->calls[step->call].call, stream);
+      case HL_COMMAND_DISPATCH: {
+        const hl_command_call_t* recorded = cb->calls[step->call];
+        st = hl_dispatch_call_launch(b, &recorded->call,
+                                     kernargs + recorded->kernarg_at, stream);
+        if (st) {
+          st = hl_status_annotate(st, "dispatching %s",
+                                  recorded->call.kernel.signature->name);
+        }
         break;
+      }
       case HL_COMMAND_BARRIER:
         break;
     }
@@ -108,26 +120,28 @@ static bool hl_command_buffer_graphable(const hl_command_buffer_t* cb) {
   return true;
 }
 
+// What the graph's record function enqueues: |op|'s execution.
 static hl_status_t hl_command_buffer_record_graph(void* user,
                                                   hl_backend_stream_t* stream) {
-  hl_command_buffer_t* cb = (hl_command_buffer_t*)user;
+  hl_execute_op_t* op = (hl_execute_op_t*)user;
   size_t failed = 0;
-  return hl_command_buffer_enqueue_steps(cb, cb->device->backend, stream,
-                                         &failed);
+  return hl_command_buffer_enqueue_steps(op->cb, op->cb->device->backend,
+                                         stream, op->kernargs, &failed);
 }
 
 // |cb|'s graph, built on first use; NULL when the backend has none or it
 // cannot be built (the caller replays the steps then). The roots are live
 // (hl_execute_check), so their addresses are final.
-static hl_backend_graph_t* hl_command_buffer_graph(hl_command_buffer_t* cb,
+static hl_backend_graph_t* hl_command_buffer_graph(hl_execute_op_t* op,
                                                    hl_backend_t* b) {
+  hl_command_buffer_t* cb = op->cb;
   if (!b->vtable->graph_capture) return NULL;
   mtx_lock(&cb->graph_mutex);
   if (!cb->graph_tried) {
     cb->graph_tried = true;
     if (hl_command_buffer_graphable(cb)) {
       hl_status_t st = b->vtable->graph_capture(
-          b, hl_command_buffer_record_graph, cb, &cb->graph);
+          b, hl_command_buffer_record_graph, op, &cb->graph);
       if (st) {
         HL_LOG_INFO("command buffer %llu replays on the stream: %s",
                     (unsigned long long)cb->id, hl_status_message(st));
@@ -147,7 +161,7 @@ static hl_status_t hl_execute_run(void* user) {
   if (!hl_execute_check(op)) return NULL;
   hl_backend_t* b = op->work.backend;
   hl_command_buffer_t* cb = op->cb;
-  hl_backend_graph_t* graph = hl_command_buffer_graph(cb, b);
+  hl_backend_graph_t* graph = hl_command_buffer_graph(op, b);
   hl_status_t st = NULL;
   size_t failed = 0;
   if (graph) {
@@ -157,7 +171,8 @@ static hl_status_t hl_execute_run(void* user) {
                               (unsigned long long)cb->id);
     }
   } else {
-    st = hl_command_buffer_enqueue_steps(cb, b, op->work.stream, &failed);
+    st = hl_command_buffer_enqueue_steps(cb, b, op->work.stream, op->kernargs,
+                                         &failed);
     if (st) {
       st = hl_status_annotate(st, "command %zu of command buffer %llu", failed,
                               (unsigned long long)cb->id);
@@ -180,6 +195,7 @@ static void hl_execute_release(hl_op_t* base, hl_status_t status) {
     hl_root_release_for_op(op->cb->roots[i]);
   }
   hl_command_buffer_release(op->cb);
+  free(op->kernargs);
   free(op);
 }
 
@@ -211,6 +227,13 @@ hl_status_t hl_queue_execute(hl_queue_t* queue, const hl_fence_t* wait_fence,
   }
   HL_TRACE_ZONE_BEGIN(zone, "hl_queue_execute");
   hl_execute_op_t* op = calloc(1, sizeof(*op));
+  if (op && cb->kernarg_total) {
+    op->kernargs = aligned_alloc(16, cb->kernarg_total);
+    if (!op->kernargs) {
+      free(op);
+      op = NULL;
+    }
+  }
   if (!op) {
     HL_TRACE_ZONE_END(zone);
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,

@@ -148,6 +148,36 @@ static bool hl_fill_piece_add(hl_range_set_t* out, uint64_t mirrored_end,
   return hl_range_set_add(out, begin & ~UINT64_C(3), (end + 3) & ~UINT64_C(3));
 }
 
+// Marks the reads and writes of dispatch |recorded| in |dead| by the
+// bindings' declared access, the same for every executable: a binding with
+// read access reads its whole declared range; one flagged
+// HL_COMMAND_ARG_WRITES_WHOLE_RANGE (write access, the kernel writes every
+// byte of the range) overwrites it; other writes neither read nor
+// overwrite (they may leave bytes as they were).
+static bool hl_dispatch_apply_backwards(const hl_command_call_t* recorded,
+                                        hl_range_set_t* dead) {
+  const hl_dispatch_call_t* call = &recorded->call;
+  for (uint32_t i = 0; i < call->arg_count; ++i) {
+    const hl_dispatch_binding_t* b = &call->bindings[i];
+    if (!recorded->arg_roots[i] ||
+        !(recorded->arg_flags[i] & HL_COMMAND_ARG_WRITES_WHOLE_RANGE)) {
+      continue;
+    }
+    if (!hl_dead_add(&dead[recorded->arg_roots[i] - 1], b->offset, b->length)) {
+      return false;
+    }
+  }
+  for (uint32_t i = 0; i < call->arg_count; ++i) {
+    const hl_dispatch_binding_t* b = &call->bindings[i];
+    if (!recorded->arg_roots[i] || !(b->access & HL_ACCESS_READ)) continue;
+    if (!hl_dead_remove(&dead[recorded->arg_roots[i] - 1], b->offset,
+                        b->length)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Marks the reads and writes of |command| in |dead| (one set per root):
 // writes first, then reads, since the walk is backwards.
 static bool hl_command_apply_backwards(const hl_command_buffer_t* cb,
@@ -163,30 +193,8 @@ static bool hl_command_apply_backwards(const hl_command_buffer_t* cb,
                          command->length) &&
              hl_dead_remove(&dead[command->source], command->source_offset,
                             command->length);
-    case HL_COMMAND_DISPATCH: {
-      const hl_command_call_t* recorded = &cb->calls[command->call];
-      const hl_dispatch_call_t* call = &recorded->call;
-      for (uint32_t i = 0; i < call->param_count; ++i) {
-        if (!recorded->arg_roots[i] ||
-            !(recorded->arg_flags[i] & HL_COMMAND_ARG_WRITES_WHOLE_RANGE)) {
-          continue;
-        }
-        if (!hl_dead_add(&dead[recorded->arg_roots[i] - 1], call->offsets[i],
-                         call->lengths[i])) {
-          return false;
-        }
-      }
-      for (uint32_t i = 0; i < call->param_count; ++i) {
-        if (!recorded->arg_roots[i] || !(call->access[i] & HL_ACCESS_READ)) {
-          continue;
-        }
-        if (!hl_dead_remove(&dead[recorded->arg_roots[i] - 1], call->offsets[i],
-                            call->lengths[i])) {
-          return false;
-        }
-      }
-      return true;
-    }
+    case HL_COMMAND_DISPATCH:
+      return hl_dispatch_apply_backwards(cb->calls[command->call], dead);
     case HL_COMMAND_BARRIER:
       return true;
   }

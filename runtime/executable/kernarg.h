@@ -1,4 +1,4 @@
-// Kernarg segment helpers shared by the user dispatch (user_dispatch.c) and
+// Kernarg segment helpers shared by the dispatch call (dispatch_call.c) and
 // the hip test runtime's host twins: the values of the hidden arguments a
 // ROCm runtime writes after a kernel's explicit ones.
 #ifndef HIPLINE_RUNTIME_EXECUTABLE_KERNARG_H_

@@ -1,7 +1,7 @@
 // Native-stream interop (hl_queue_native_call).
 //
 // One queue operation whose stream work is the caller's function. It is
-// built like a dispatch (user_dispatch.c): op references on the bound roots
+// built like a dispatch (dispatch.c): op references on the bound roots
 // from submit, uses recorded once the submission has its value, and stream
 // work (hl_stream_work_issue) that checks every root is live, resolves the
 // pointers and then calls the function with the backend stream, which is

@@ -9,6 +9,11 @@
 // far. One mutex guards the device entries, the per-target selections and
 // the host kernel cache; loads happen under it, so concurrent first
 // dispatches on a device load once.
+//
+// The built-in executable (hl_executable_builtin) is a static instance of
+// the same type marked |builtin|: its objects are the registry's, its
+// per-device state is the module cache's (executable_cache.h) and its
+// kernels are the kernel table's (builtin_kernels.h). It is never freed.
 #include "runtime/executable/user_executable.h"
 
 #include <dlfcn.h>
@@ -18,6 +23,8 @@
 #include <string.h>
 #include <threads.h>
 
+#include "runtime/executable/builtin_kernels.h"
+#include "runtime/executable/executable_cache.h"
 #include "runtime/executable/target_id.h"
 #include "runtime/timeline/timeline_internal.h"
 
@@ -50,6 +57,7 @@ typedef struct hl_exec_selection_t {
 
 struct hl_executable_t {
   atomic_int ref_count;
+  bool builtin;  // hl_executable_builtin(): static, no objects of its own.
   mtx_t mutex;
   size_t object_count;
   hl_exec_object_t* objects;
@@ -58,6 +66,14 @@ struct hl_executable_t {
   size_t selection_count;
   hl_exec_selection_t* selections;
 };
+
+static hl_executable_t hl_builtin_executable_ = {.builtin = true};
+
+hl_executable_t* hl_executable_builtin(void) { return &hl_builtin_executable_; }
+
+bool hl_executable_is_builtin(const hl_executable_t* executable) {
+  return executable == &hl_builtin_executable_;
+}
 
 static const char* hl_object_kind(const hl_exec_object_t* o) {
   return o->library ? "host shared object" : "AMDGPU code object";
@@ -306,21 +322,42 @@ static void hl_executable_destroy(hl_executable_t* e) {
 }
 
 void hl_executable_retain(hl_executable_t* executable) {
-  if (executable) atomic_fetch_add(&executable->ref_count, 1);
+  if (executable && !executable->builtin) {
+    atomic_fetch_add(&executable->ref_count, 1);
+  }
 }
 
 void hl_executable_release(hl_executable_t* executable) {
-  if (executable && atomic_fetch_sub(&executable->ref_count, 1) == 1) {
+  if (executable && !executable->builtin &&
+      atomic_fetch_sub(&executable->ref_count, 1) == 1) {
     hl_executable_destroy(executable);
   }
 }
 
+bool hl_executable_release_unless_last(hl_executable_t* executable) {
+  if (!executable || executable->builtin) return true;
+  int count = atomic_load(&executable->ref_count);
+  while (count > 1) {
+    if (atomic_compare_exchange_weak(&executable->ref_count, &count,
+                                     count - 1)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 size_t hl_executable_object_count(const hl_executable_t* executable) {
+  if (executable && executable->builtin) {
+    return hl_executable_registry_target_count();
+  }
   return executable ? executable->object_count : 0;
 }
 
 const char* hl_executable_object_target(const hl_executable_t* executable,
                                         size_t index) {
+  if (executable && executable->builtin) {
+    return hl_executable_registry_target(index);
+  }
   if (!executable || index >= executable->object_count) return NULL;
   return executable->objects[index].target;
 }
@@ -379,6 +416,25 @@ static hl_status_t hl_executable_select_device_locked(hl_executable_t* e,
   return NULL;
 }
 
+// The built-in executable's object for |device|: the registry target the
+// module cache selected for its group.
+static hl_status_t hl_builtin_select(hl_device_t* device, size_t* out_index) {
+  uint32_t group = 0;
+  const char* target = NULL;
+  HL_RETURN_IF_ERROR_PLAIN(hl_executable_device_group(device, &group, &target));
+  size_t count = hl_executable_registry_target_count();
+  for (size_t i = 0; i < count; ++i) {
+    if (strcmp(hl_executable_registry_target(i), target) == 0) {
+      *out_index = i;
+      return NULL;
+    }
+  }
+  return HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                        "the module cache selected '%s', which the registry "
+                        "does not list",
+                        target);
+}
+
 hl_status_t hl_executable_select_for_device(hl_executable_t* executable,
                                             hl_device_t* device,
                                             size_t* out_index) {
@@ -386,6 +442,7 @@ hl_status_t hl_executable_select_for_device(hl_executable_t* executable,
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_executable_select_for_device: NULL argument");
   }
+  if (executable->builtin) return hl_builtin_select(device, out_index);
   mtx_lock(&executable->mutex);
   hl_status_t st =
       hl_executable_select_device_locked(executable, device, out_index);
@@ -594,9 +651,26 @@ static hl_status_t hl_user_kernel_locked(hl_executable_t* e,
   return NULL;
 }
 
+// A kernel of the built-in executable: the device's cached module.
+static hl_status_t hl_builtin_kernel(hl_device_t* device, const char* name,
+                                     hl_user_kernel_t* out) {
+  hl_kernel_id_t id = HL_KERNEL_COUNT;
+  HL_RETURN_IF_ERROR_PLAIN(hl_builtin_kernel_lookup(name, &id));
+  const hl_executable_module_t* module = NULL;
+  HL_RETURN_IF_ERROR_PLAIN(hl_executable_device_module(device, &module));
+  out->signature = hl_builtin_kernel_signature(id);
+  out->function = module->functions[id];
+  out->host_entry = NULL;
+  out->target = module->target;
+  out->builtin = id;
+  return NULL;
+}
+
 hl_status_t hl_user_executable_kernel(hl_executable_t* executable,
                                       hl_device_t* device, const char* name,
                                       hl_user_kernel_t* out_kernel) {
+  if (executable->builtin) return hl_builtin_kernel(device, name, out_kernel);
+  out_kernel->builtin = HL_KERNEL_COUNT;
   mtx_lock(&executable->mutex);
   hl_status_t st = hl_user_kernel_locked(executable, device, name, out_kernel);
   mtx_unlock(&executable->mutex);
@@ -608,11 +682,17 @@ hl_status_t hl_executable_kernel_arg_count(const hl_executable_t* executable,
                                            const char* kernel_name,
                                            size_t* out_count) {
   if (!executable || !kernel_name || !out_count ||
-      index >= executable->object_count) {
+      index >= hl_executable_object_count(executable)) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "hl_executable_kernel_arg_count: NULL argument or "
                           "object index %zu out of range",
                           index);
+  }
+  if (executable->builtin) {
+    hl_kernel_id_t id = HL_KERNEL_COUNT;
+    HL_RETURN_IF_ERROR_PLAIN(hl_builtin_kernel_lookup(kernel_name, &id));
+    *out_count = hl_builtin_kernel_signature(id)->explicit_count;
+    return NULL;
   }
   hl_executable_t* e = (hl_executable_t*)executable;
   hl_exec_object_t* o = &e->objects[index];
