@@ -116,3 +116,20 @@ hl_add_test(native_call_test
   TIMEOUT 120)
 target_link_libraries(native_call_test PRIVATE ${CMAKE_DL_LIBS})
 hl_add_cts(native_call_test)
+
+# Command buffers that record user dispatches
+# (hl_command_buffer_dispatch_executable) on both backends; on the hip test
+# runtime the command buffer is captured into a HIP graph and the twins run.
+hl_add_test(command_buffer_executable_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/command_buffer_executable_test.c
+  LABELS command_buffer executable dispatch concurrency
+  TIMEOUT 120)
+target_link_libraries(command_buffer_executable_test PRIVATE m ${CMAKE_DL_LIBS})
+add_dependencies(command_buffer_executable_test hl_user_kernels)
+target_compile_definitions(command_buffer_executable_test PRIVATE
+  HL_USER_KERNELS_DIR="${hl_uk_dir}"
+  HL_USER_KERNELS_HOST="${hl_uk_dir}/user_kernels_host.so"
+  HL_USER_KERNEL_TARGETS="${hl_uk_target_list}")
+hl_add_cts(command_buffer_executable_test)
+set_property(TEST command_buffer_executable_test_hiprt APPEND PROPERTY
+  ENVIRONMENT HL_HIP_TEST_RUNTIME_TWINS=${hl_uk_dir}/user_kernels_host.so)

@@ -217,7 +217,8 @@ static hl_status_t vector_add(hl_queue_t* q, hl_executable_t* e,
 // Code object readers
 //===----------------------------------------------------------------------===//
 
-static const char* const kKernels[] = {"vector_add", "row_softmax", "add_u64"};
+static const char* const kKernels[] = {"vector_add", "row_softmax", "add_u64",
+                                       "weighted_sum4"};
 
 // Checks |sig|'s explicit arguments against the host twin's description.
 static void check_against_twin(void* twin, const hl_kernel_signature_t* sig,
@@ -264,7 +265,7 @@ static uint32_t check_elf(void* twin, const void* elf, size_t size,
              target);
   }
   uint32_t hidden = 0;
-  for (size_t k = 0; k < 3; ++k) {
+  for (size_t k = 0; k < sizeof(kKernels) / sizeof(kKernels[0]); ++k) {
     const hl_kernel_signature_t* sig = NULL;
     for (uint32_t i = 0; i < md.kernel_count; ++i) {
       if (strcmp(md.kernels[i].name, kKernels[k]) == 0) sig = &md.kernels[i];

@@ -37,3 +37,15 @@ extern "C" __global__ void add_u64(uint64_t* p, uint64_t value, uint32_t n) {
   uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) p[i] += value;
 }
+
+// out[i] = wa*a[i] + wb*b[i] + wc*c[i] + wd*d[i] for i < n (grid-stride): ten
+// explicit arguments, more than a dispatch holds without allocating.
+extern "C" __global__ void weighted_sum4(float* out, const float* a,
+                                         const float* b, const float* c,
+                                         const float* d, float wa, float wb,
+                                         float wc, float wd, uint32_t n) {
+  uint32_t stride = blockDim.x * gridDim.x;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    out[i] = wa * a[i] + wb * b[i] + wc * c[i] + wd * d[i];
+  }
+}

@@ -16,6 +16,8 @@
 HL_EXPORT void vector_add(const void* kernarg, const hl_host_launch_t* launch);
 HL_EXPORT void row_softmax(const void* kernarg, const hl_host_launch_t* launch);
 HL_EXPORT void add_u64(const void* kernarg, const hl_host_launch_t* launch);
+HL_EXPORT void weighted_sum4(const void* kernarg,
+                             const hl_host_launch_t* launch);
 
 // Reads the |T| at |offset| of the kernarg segment.
 #define KARG(T, kernarg, offset)                                   \
@@ -99,3 +101,36 @@ static const hl_host_kernel_arg_info_t kAddU64Args[] = {
     {"n", 16, 4, HL_KERNEL_VALUE_BY_VALUE}};
 HL_EXPORT const hl_host_kernel_info_t hipline_kernel_add_u64 = {
     HL_HOST_KERNEL_ABI_VERSION, add_u64, 24, 3, kAddU64Args};
+
+HL_EXPORT void weighted_sum4(const void* kernarg,
+                             const hl_host_launch_t* launch) {
+  float* out = KARG(float*, kernarg, 0);
+  const float* in[4];
+  float w[4];
+  for (int k = 0; k < 4; ++k) {
+    in[k] = KARG(const float*, kernarg, 8 + 8 * k);
+    w[k] = KARG(float, kernarg, 40 + 4 * k);
+  }
+  uint32_t n = KARG(uint32_t, kernarg, 56);
+  int ok = hidden_ok(kernarg, 64, launch);
+  for (uint32_t i = 0; i < n; ++i) {
+    out[i] = ok ? w[0] * in[0][i] + w[1] * in[1][i] + w[2] * in[2][i] +
+                      w[3] * in[3][i]
+                : NAN;
+  }
+}
+
+static const hl_host_kernel_arg_info_t kWeightedSum4Args[] = {
+    {"out", 0, 8, HL_KERNEL_VALUE_GLOBAL_BUFFER},
+    {"a", 8, 8, HL_KERNEL_VALUE_GLOBAL_BUFFER},
+    {"b", 16, 8, HL_KERNEL_VALUE_GLOBAL_BUFFER},
+    {"c", 24, 8, HL_KERNEL_VALUE_GLOBAL_BUFFER},
+    {"d", 32, 8, HL_KERNEL_VALUE_GLOBAL_BUFFER},
+    {"wa", 40, 4, HL_KERNEL_VALUE_BY_VALUE},
+    {"wb", 44, 4, HL_KERNEL_VALUE_BY_VALUE},
+    {"wc", 48, 4, HL_KERNEL_VALUE_BY_VALUE},
+    {"wd", 52, 4, HL_KERNEL_VALUE_BY_VALUE},
+    {"n", 56, 4, HL_KERNEL_VALUE_BY_VALUE},
+    HIDDEN_ARGS(64)};
+HL_EXPORT const hl_host_kernel_info_t hipline_kernel_weighted_sum4 = {
+    HL_HOST_KERNEL_ABI_VERSION, weighted_sum4, 72, 12, kWeightedSum4Args};
