@@ -1698,6 +1698,7 @@ hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t* out) {
 static void trt_op_list_free(trt_op_t* op) {
   while (op) {
     trt_op_t* next = op->next;
+    if (op->kind == TRT_OP_KERNEL) free(op->u.kernel.kernarg);
     free(op);
     op = next;
   }
@@ -1714,6 +1715,15 @@ static trt_op_t* trt_op_clone(const trt_op_t* op) {
       clone->u.kernel.params[i] =
           clone->u.kernel.storage +
           ((const unsigned char*)op->u.kernel.params[i] - op->u.kernel.storage);
+    }
+    // A twin's kernarg segment is owned by its op: each node of a graph,
+    // and each launch of it, runs with its own copy (as HIP copies the
+    // arguments into the graph's kernel node).
+    if (op->u.kernel.kernarg) {
+      size_t size = op->u.kernel.twin->kernarg_size;
+      clone->u.kernel.kernarg = malloc(size ? size : 1);
+      if (!clone->u.kernel.kernarg) trt_die("out of host memory");
+      memcpy(clone->u.kernel.kernarg, op->u.kernel.kernarg, size);
     }
   }
   return clone;
