@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <threads.h>
 
 #include "hipline/command_buffer.h"
 #include "hipline/dispatch.h"
@@ -716,6 +717,123 @@ static void test_builtin_executable(void** state) {
   env_deinit(&env);
 }
 
+// One command buffer with a user dispatch executed from two threads at once
+// per queue, four queues: each execution lays out its own kernarg segment.
+typedef struct exec_thread_t {
+  hl_queue_t* queue;
+  hl_command_buffer_t* cb;
+  int rounds;
+} exec_thread_t;
+
+static int exec_thread_main(void* user) {
+  exec_thread_t* arg = user;
+  hl_semaphore_t* s = NULL;
+  if (hl_semaphore_create(0, hl_allocator_system(), &s)) return 1;
+  int failures = 0;
+  for (int i = 0; i < arg->rounds; ++i) {
+    hl_fence_t* f = NULL;
+    hl_status_t st = hl_fence_create(hl_allocator_system(), &f);
+    if (!st) st = hl_fence_insert(f, s, (uint64_t)i + 1);
+    if (!st) st = hl_queue_execute(arg->queue, NULL, f, arg->cb);
+    if (!st) st = hl_semaphore_wait(s, (uint64_t)i + 1, MEM_DEADLINE());
+    hl_fence_release(f);
+    if (st) {
+      ++failures;
+      hl_status_free(st);
+    }
+  }
+  hl_semaphore_release(s);
+  return failures;
+}
+
+static void test_concurrent_executions(void** state) {
+  (void)state;
+  env_t env;
+  env_init(&env, 0);
+  hl_executable_t* e = make_executable();
+  hl_buffer_t* in[4];
+  hl_buffer_t* out[4];
+  hl_queue_t* queues[4];
+  hl_command_buffer_t* cbs[4];
+  for (int q = 0; q < 4; ++q) {
+    in[q] = env_alloca(&env, N * 4);
+    out[q] = env_alloca(&env, N * 4);
+    queues[q] = hl_test_queue_create(env.device);
+    cbs[q] = cb_create(&env, 0);
+    HL_ASSERT_OK(
+        hl_command_buffer_fill(cbs[q], in[q], 0, N * 4, float_bits(q + 1.0f)));
+    hl_kernel_arg_t args[4] = {
+        buf_arg(in[q], HL_ACCESS_READ), buf_arg(in[q], HL_ACCESS_READ),
+        buf_arg(out[q], HL_ACCESS_WRITE), scalar_arg(N, 4)};
+    HL_ASSERT_OK(hl_command_buffer_dispatch_executable(
+        cbs[q], e, "vector_add", &kConfig, 4, args, NULL));
+    HL_ASSERT_OK(hl_command_buffer_finalize(cbs[q]));
+  }
+  hl_executable_release(e);
+  thrd_t threads[8];
+  exec_thread_t args[8];
+  int rounds = (int)hl_test_scale(100, 4);
+  for (int t = 0; t < 8; ++t) {
+    // Two threads per command buffer, on its queue (executions on two
+    // queues would write the same bytes at the same time).
+    args[t] = (exec_thread_t){queues[t / 2], cbs[t / 2], rounds};
+    assert_int_equal(thrd_create(&threads[t], exec_thread_main, &args[t]),
+                     thrd_success);
+  }
+  for (int t = 0; t < 8; ++t) {
+    int failures = -1;
+    thrd_join(threads[t], &failures);
+    assert_int_equal(failures, 0);
+  }
+  for (int q = 0; q < 4; ++q) {
+    HL_ASSERT_OK(hl_queue_wait_idle(queues[q], MEM_DEADLINE()));
+    float host[N];
+    env_read(&env, out[q], host, sizeof(host));
+    for (uint32_t i = 0; i < N; ++i) {
+      assert_true(host[i] == 2.0f * (q + 1.0f));
+    }
+    hl_command_buffer_release(cbs[q]);
+    hl_buffer_release(in[q]);
+    hl_buffer_release(out[q]);
+    hl_queue_release(queues[q]);
+  }
+  env_deinit(&env);
+}
+
+// A queue dispatch whose executable the caller releases right after
+// submitting holds the last reference: the work runs, and the executable
+// (its modules) goes when the op is released, off the stream's thread.
+static void test_queue_dispatch_holds_last_reference(void** state) {
+  (void)state;
+  env_t env;
+  env_init(&env, 0);
+  hl_buffer_t* p = env_alloca(&env, 8 * 8);
+  uint64_t host[8] = {0};
+  env_write(&env, p, host, sizeof(host));
+  hl_semaphore_t* gate = hl_test_semaphore_create();
+  hl_dispatch_config_t one = {{1, 1, 1}, {8, 1, 1}, 0};
+  hl_kernel_arg_t args[3] = {buf_arg(p, HL_ACCESS_READ_WRITE), scalar_arg(5, 8),
+                             scalar_arg(8, 4)};
+  for (int round = 0; round < 20; ++round) {
+    hl_executable_t* e = make_executable();
+    hl_fence_t* w = hl_test_fence(gate, (uint64_t)round + 1);
+    hl_fence_t* s = hl_test_fence(env.sem, env.value + 1);
+    HL_ASSERT_OK(hl_queue_dispatch_executable(env.queue, w, s, e, "add_u64",
+                                              &one, 3, args));
+    hl_executable_release(e);
+    hl_fence_release(w);
+    hl_fence_release(s);
+    HL_ASSERT_OK(hl_semaphore_signal(gate, (uint64_t)round + 1));
+    mem_wait(env.sem, ++env.value);
+  }
+  uint64_t result[8];
+  env_read(&env, p, result, sizeof(result));
+  for (int i = 0; i < 8; ++i) assert_int_equal(result[i], 100);
+  hl_semaphore_release(gate);
+  hl_buffer_release(p);
+  env_deinit(&env);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_user_dispatch_between_fills_and_copies),
@@ -727,6 +845,8 @@ int main(void) {
       cmocka_unit_test(test_use_after_free_unchecked),
       cmocka_unit_test(test_use_after_free_checked),
       cmocka_unit_test(test_builtin_executable),
+      cmocka_unit_test(test_concurrent_executions),
+      cmocka_unit_test(test_queue_dispatch_holds_last_reference),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
