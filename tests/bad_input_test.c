@@ -1455,6 +1455,27 @@ static void rows_command_buffer(fixture_t* fx) {
       "hl_command_buffer_dispatch", "args NULL, count 3",
       hl_command_buffer_dispatch(cb, "fill_pattern", NULL, 3, NULL, NULL),
       INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_dispatch_executable", "cb NULL",
+                hl_command_buffer_dispatch_executable(
+                    NULL, hl_executable_builtin(), "spin", NULL, 0, NULL, NULL),
+                INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_dispatch_executable", "executable NULL",
+                hl_command_buffer_dispatch_executable(cb, NULL, "spin", NULL, 0,
+                                                      NULL, NULL),
+                INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_dispatch_executable", "kernel_name NULL",
+                hl_command_buffer_dispatch_executable(
+                    cb, hl_executable_builtin(), NULL, NULL, 0, NULL, NULL),
+                INVALID_ARGUMENT);
+  EXPECT_STATUS("hl_command_buffer_dispatch_executable", "unknown kernel",
+                hl_command_buffer_dispatch_executable(
+                    cb, hl_executable_builtin(), "nope", NULL, 0, NULL, NULL),
+                NOT_FOUND);
+  EXPECT_STATUS(
+      "hl_command_buffer_dispatch_executable", "args NULL, count 3",
+      hl_command_buffer_dispatch_executable(
+          cb, hl_executable_builtin(), "fill_pattern", NULL, 3, NULL, NULL),
+      INVALID_ARGUMENT);
   EXPECT_STATUS("hl_command_buffer_barrier", "cb NULL",
                 hl_command_buffer_barrier(NULL), INVALID_ARGUMENT);
   EXPECT_STATUS("hl_command_buffer_finalize", "cb NULL",

@@ -12,11 +12,12 @@
 // device (INVALID_ARGUMENT), ranges outside the buffer, zero lengths and
 // updates over HL_COMMAND_BUFFER_MAX_UPDATE_SIZE (OUT_OF_RANGE /
 // INVALID_ARGUMENT), unaligned fills, dispatch arguments exactly as
-// hl_queue_dispatch checks them, and recording after finalize or executing
-// before it (FAILED_PRECONDITION). A failed record leaves the command buffer
-// as it was.
+// hl_queue_dispatch and hl_queue_dispatch_executable check them, and
+// recording after finalize or executing before it (FAILED_PRECONDITION). A
+// failed record leaves the command buffer as it was.
 //
-// The command buffer retains every buffer it names until it is destroyed.
+// The command buffer retains every buffer and executable it names until it
+// is destroyed.
 // Each execution holds the buffers' memory for the work and records one use
 // per buffer root on the root's timeline resource (a write when any command
 // writes it), exactly as the single queue operations do: hl_queue_dealloca,
@@ -31,11 +32,12 @@
 // bytes each command reads and writes are tracked:
 // - writes: fills, updates, copy targets, and dispatch bindings with write
 //   access whose argument flag is HL_COMMAND_ARG_WRITES_WHOLE_RANGE (the
-//   kernel must write every byte of the declared range; recording checks
-//   that the kernel's extent equals the range);
-// - reads: copy sources and dispatch bindings with read access (their whole
-//   declared range); the end of the command buffer reads everything (memory
-//   is observable afterwards);
+//   kernel must write every byte of the declared range; for a built-in
+//   kernel recording checks that the kernel's extent equals the range, for
+//   a user kernel it is the caller's promise);
+// - reads: copy sources and dispatch bindings with read access, READ or
+//   READ_WRITE (their whole declared range); the end of the command buffer
+//   reads everything (memory is observable afterwards);
 // - a command reads before it writes; barriers and dispatch writes without
 //   the flag neither read nor overwrite.
 // A fill byte that is overwritten before anything reads it is not filled: a
@@ -99,7 +101,9 @@ enum {
   HL_COMMAND_ARG_WRITES_WHOLE_RANGE = 1u << 0,
 };
 
-// Records a dispatch of |kernel_name|, validated as hl_queue_dispatch.
+// Records a dispatch of built-in kernel |kernel_name|, validated as
+// hl_queue_dispatch validates it (hl_command_buffer_dispatch_executable
+// with hl_executable_builtin()).
 // |arg_flags| (may be NULL) holds HL_COMMAND_ARG_* bits per argument;
 // WRITES_WHOLE_RANGE is only valid on a buffer argument with write access
 // whose kernel extent equals its length (INVALID_ARGUMENT otherwise).

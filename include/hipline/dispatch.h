@@ -1,14 +1,16 @@
 // Kernel dispatch on queues, and the kernel-backed functions.
 //
-// A dispatch launches one of hipline's kernels (see kernels/kernel_table.h:
-// fill_pattern, verify_pattern, copy, spin, axpy) on a queue after a wait
-// fence, then signals a signal fence. Buffer arguments are declared as
-// bindings with their access: they are retained until the work completes,
-// recorded in their roots' timeline resources (reads in the use fence,
-// writes also in the mutation barrier), and checked for use-after-free
-// when the work runs (failing the queue too in checked mode).
-// The device's code object is loaded on first dispatch (executable registry:
-// matched by target id, selected once per group of equal targets).
+// A dispatch launches one kernel of an executable on a queue after a wait
+// fence, then signals a signal fence: hl_queue_dispatch_executable for any
+// executable, hl_queue_dispatch for the kernels built into hipline (see
+// kernels/kernel_table.h: fill_pattern, verify_pattern, copy, spin, axpy),
+// which is hl_queue_dispatch_executable with hl_executable_builtin(). Buffer
+// arguments are declared as bindings with their access: they are retained
+// until the work completes, recorded in their roots' timeline resources
+// (reads in the use fence, writes also in the mutation barrier), and checked
+// for use-after-free when the work runs (failing the queue too in checked
+// mode). The device's code object is loaded on first dispatch (matched by
+// target id, selected once per group of equal targets).
 #ifndef HIPLINE_DISPATCH_H_
 #define HIPLINE_DISPATCH_H_
 
