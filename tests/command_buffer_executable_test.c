@@ -254,7 +254,7 @@ static void test_user_dispatch_between_fills_and_copies(void** state) {
   env_deinit(&env);
 }
 
-// A kernel of ten explicit arguments (more than a dispatch holds inline)
+// A kernel of ten explicit arguments (more than the built-in kernels have)
 // records and runs, executed twice, with a built-in dispatch beside it.
 static void test_long_argument_list(void** state) {
   (void)state;

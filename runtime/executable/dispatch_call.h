@@ -20,6 +20,7 @@
 #include <stdalign.h>
 
 #include "hipline/dispatch.h"
+#include "kernels/kernel_table.h"
 #include "runtime/executable/user_executable.h"
 #include "runtime/timeline/stream_work.h"
 
@@ -37,9 +38,12 @@ typedef struct hl_dispatch_binding_t {
   hl_access_t access;
 } hl_dispatch_binding_t;
 
-// Arguments and kernarg bytes a call holds without allocating.
-#define HL_DISPATCH_INLINE_ARGS 8
-#define HL_DISPATCH_INLINE_KERNARG 320
+// Arguments and kernarg bytes a call holds without allocating: enough for
+// the built-in kernels (one 8-byte slot per parameter), whose dispatch ops
+// are recycled and zeroed whole, so a larger inline area costs every
+// built-in dispatch. Larger signatures take one allocation.
+#define HL_DISPATCH_INLINE_ARGS HL_KERNEL_MAX_PARAMS
+#define HL_DISPATCH_INLINE_KERNARG (8 * HL_KERNEL_MAX_PARAMS)
 
 typedef struct hl_dispatch_call_t {
   hl_executable_t* executable;  // Retained.

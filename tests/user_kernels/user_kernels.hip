@@ -39,7 +39,7 @@ extern "C" __global__ void add_u64(uint64_t* p, uint64_t value, uint32_t n) {
 }
 
 // out[i] = wa*a[i] + wb*b[i] + wc*c[i] + wd*d[i] for i < n (grid-stride): ten
-// explicit arguments, more than a dispatch holds without allocating.
+// explicit arguments, more than any built-in kernel has.
 extern "C" __global__ void weighted_sum4(float* out, const float* a,
                                          const float* b, const float* c,
                                          const float* d, float wa, float wb,
