@@ -525,6 +525,118 @@ static void test_elision_by_declared_access(void** state) {
   env_deinit(&env);
 }
 
+// A small deterministic generator (xorshift64*).
+static uint64_t rng_next(uint64_t* state) {
+  *state ^= *state >> 12;
+  *state ^= *state << 25;
+  *state ^= *state >> 27;
+  return *state * UINT64_C(2685821657736338717);
+}
+
+static uint64_t rng_below(uint64_t* state, uint64_t n) {
+  return rng_next(state) % n;
+}
+
+#define PROP_BUFFERS 3
+#define PROP_BYTES 1024u
+
+// Records |count| random commands into |cb|: fills, copies and vector_add
+// dispatches over |bufs|, the output binding WRITE or READ_WRITE, flagged
+// WRITES_WHOLE_RANGE (its declared range is then exactly what the kernel
+// writes, so the flag's promise holds) or not (then the declared range may
+// run past what the kernel writes).
+static void record_random(hl_command_buffer_t* cb, hl_executable_t* e,
+                          hl_buffer_t* const* bufs, uint64_t seed, int count) {
+  uint64_t rng = seed;
+  for (int i = 0; i < count; ++i) {
+    uint64_t kind = rng_below(&rng, 3);
+    hl_buffer_t* x = bufs[rng_below(&rng, PROP_BUFFERS)];
+    uint64_t words = 1 + rng_below(&rng, PROP_BYTES / 4);
+    uint64_t offset = 4 * rng_below(&rng, PROP_BYTES / 4 - words + 1);
+    if (kind == 0) {
+      float value = (float)(1 + rng_below(&rng, 50));
+      HL_ASSERT_OK(
+          hl_command_buffer_fill(cb, x, offset, words * 4, float_bits(value)));
+    } else if (kind == 1) {
+      hl_buffer_t* y = bufs[rng_below(&rng, PROP_BUFFERS)];
+      uint64_t target = 4 * rng_below(&rng, PROP_BYTES / 4 - words + 1);
+      HL_ASSERT_OK(hl_command_buffer_copy(cb, x, offset, y, target, words * 4));
+    } else {
+      // c in one buffer, a and b in the others.
+      uint32_t k = (uint32_t)rng_below(&rng, PROP_BUFFERS);
+      hl_buffer_t* c = bufs[k];
+      hl_buffer_t* a = bufs[(k + 1) % PROP_BUFFERS];
+      hl_buffer_t* b = bufs[(k + 1 + rng_below(&rng, 2)) % PROP_BUFFERS];
+      uint64_t n = 1 + rng_below(&rng, 64);
+      hl_kernel_arg_t args[4] = {buf_arg(a, HL_ACCESS_READ),
+                                 buf_arg(b, HL_ACCESS_READ),
+                                 buf_arg(c, HL_ACCESS_WRITE), scalar_arg(n, 4)};
+      for (int j = 0; j < 3; ++j) {
+        args[j].offset = 4 * rng_below(&rng, PROP_BYTES / 4 - n + 1);
+        args[j].length = n * 4;
+      }
+      if (rng_below(&rng, 2)) args[2].access = HL_ACCESS_READ_WRITE;
+      uint32_t flags[4] = {0};
+      if (rng_below(&rng, 2)) {
+        flags[2] = HL_COMMAND_ARG_WRITES_WHOLE_RANGE;
+      } else {
+        // Unflagged, the declared range may be more than the kernel writes.
+        uint64_t room = PROP_BYTES - args[2].offset - args[2].length;
+        args[2].length += 4 * rng_below(&rng, room / 4 + 1);
+      }
+      HL_ASSERT_OK(hl_command_buffer_dispatch_executable(
+          cb, e, "vector_add", &kConfig, 4, args, flags));
+    }
+  }
+}
+
+// Random command buffers with user dispatches leave the same memory with
+// and without elision.
+static void test_elision_property(void** state) {
+  (void)state;
+  env_t env;
+  env_init(&env, 0);
+  hl_executable_t* e = make_executable();
+  hl_buffer_t* bufs[PROP_BUFFERS];
+  for (int i = 0; i < PROP_BUFFERS; ++i) {
+    bufs[i] = env_alloca(&env, PROP_BYTES);
+  }
+  int rounds = (int)hl_test_scale(200, 4);
+  uint64_t elided_fills = 0;
+  for (int round = 0; round < rounds; ++round) {
+    uint64_t seed = UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(round + 1);
+    float result[2][PROP_BUFFERS][PROP_BYTES / 4];
+    for (int elide = 0; elide < 2; ++elide) {
+      float init[PROP_BYTES / 4];
+      for (int i = 0; i < PROP_BUFFERS; ++i) {
+        for (uint32_t w = 0; w < PROP_BYTES / 4; ++w) {
+          init[w] = (float)(1000 * i + w);
+        }
+        env_write(&env, bufs[i], init, sizeof(init));
+      }
+      hl_command_buffer_t* cb =
+          cb_create(&env, elide ? 0 : HL_COMMAND_BUFFER_FLAG_NO_ELISION);
+      record_random(cb, e, bufs, seed, 12);
+      HL_ASSERT_OK(hl_command_buffer_finalize(cb));
+      if (elide) elided_fills += cb_info(cb).fill_bytes_elided;
+      HL_ASSERT_OK(env_run(&env, cb));
+      hl_command_buffer_release(cb);
+      for (int i = 0; i < PROP_BUFFERS; ++i) {
+        env_read(&env, bufs[i], result[elide][i], PROP_BYTES);
+      }
+    }
+    if (memcmp(result[0], result[1], sizeof(result[0])) != 0) {
+      fail_msg("round %d (seed %llu): memory differs with elision", round,
+               (unsigned long long)seed);
+    }
+  }
+  // The workload exercises the pass: some fill bytes go.
+  assert_true(elided_fills > 0);
+  hl_executable_release(e);
+  for (int i = 0; i < PROP_BUFFERS; ++i) hl_buffer_release(bufs[i]);
+  env_deinit(&env);
+}
+
 // The command buffer retains the executable: released right after
 // recording, the dispatch still runs (AddressSanitizer would see the
 // executable's memory freed otherwise), and the last release of the
@@ -840,6 +952,7 @@ int main(void) {
       cmocka_unit_test(test_long_argument_list),
       cmocka_unit_test(test_record_time_argument_checks),
       cmocka_unit_test(test_elision_by_declared_access),
+      cmocka_unit_test(test_elision_property),
       cmocka_unit_test(test_executable_retained),
       cmocka_unit_test(test_dealloca_orders_after_execution),
       cmocka_unit_test(test_use_after_free_unchecked),
