@@ -197,12 +197,12 @@ hl_status_t hl_dispatch_call_initialize(hl_dispatch_call_t* call,
     HL_RETURN_IF_ERROR_PLAIN(hl_builtin_kernel_lookup(kernel_name, &id));
     HL_RETURN_IF_ERROR_PLAIN(hl_builtin_kernel_validate(
         id, device, owner, arg_count, args, extents));
-    HL_RETURN_IF_ERROR(hl_user_executable_kernel(executable, device,
-                                                 kernel_name, &call->kernel),
+    HL_RETURN_IF_ERROR(hl_executable_kernel_resolve(executable, device,
+                                                    kernel_name, &call->kernel),
                        "dispatching '%s' on %s", kernel_name, owner);
   } else {
-    HL_RETURN_IF_ERROR(hl_user_executable_kernel(executable, device,
-                                                 kernel_name, &call->kernel),
+    HL_RETURN_IF_ERROR(hl_executable_kernel_resolve(executable, device,
+                                                    kernel_name, &call->kernel),
                        "dispatching '%s' on %s", kernel_name, owner);
     HL_RETURN_IF_ERROR_PLAIN(hl_user_args_check(
         device, owner, call->kernel.signature, arg_count, args));

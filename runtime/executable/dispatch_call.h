@@ -47,7 +47,7 @@ typedef struct hl_dispatch_binding_t {
 
 typedef struct hl_dispatch_call_t {
   hl_executable_t* executable;  // Retained.
-  hl_user_kernel_t kernel;
+  hl_executable_kernel_t kernel;
   hl_launch_config_t config;
   uint32_t arg_count;               // Explicit arguments.
   uint32_t kernarg_size;            // Bytes of |kernarg|: a multiple of 16.

@@ -623,7 +623,7 @@ static hl_status_t hl_host_kernel_slot(hl_exec_object_t* o, const char* name,
 
 static hl_status_t hl_user_kernel_locked(hl_executable_t* e,
                                          hl_device_t* device, const char* name,
-                                         hl_user_kernel_t* out) {
+                                         hl_executable_kernel_t* out) {
   hl_exec_device_t* d = NULL;
   HL_RETURN_IF_ERROR_PLAIN(hl_executable_device_locked(e, device, &d));
   hl_exec_object_t* o = &e->objects[d->object];
@@ -653,7 +653,7 @@ static hl_status_t hl_user_kernel_locked(hl_executable_t* e,
 
 // A kernel of the built-in executable: the device's cached module.
 static hl_status_t hl_builtin_kernel(hl_device_t* device, const char* name,
-                                     hl_user_kernel_t* out) {
+                                     hl_executable_kernel_t* out) {
   hl_kernel_id_t id = HL_KERNEL_COUNT;
   HL_RETURN_IF_ERROR_PLAIN(hl_builtin_kernel_lookup(name, &id));
   const hl_executable_module_t* module = NULL;
@@ -666,9 +666,9 @@ static hl_status_t hl_builtin_kernel(hl_device_t* device, const char* name,
   return NULL;
 }
 
-hl_status_t hl_user_executable_kernel(hl_executable_t* executable,
-                                      hl_device_t* device, const char* name,
-                                      hl_user_kernel_t* out_kernel) {
+hl_status_t hl_executable_kernel_resolve(hl_executable_t* executable,
+                                         hl_device_t* device, const char* name,
+                                         hl_executable_kernel_t* out_kernel) {
   if (executable->builtin) return hl_builtin_kernel(device, name, out_kernel);
   out_kernel->builtin = HL_KERNEL_COUNT;
   mtx_lock(&executable->mutex);

@@ -12,7 +12,7 @@
 // device. Everything is owned by the executable (the built-in one: by the
 // device's module, kept until the device goes) and valid while the caller
 // holds a reference to it.
-typedef struct hl_user_kernel_t {
+typedef struct hl_executable_kernel_t {
   const hl_kernel_signature_t* signature;
   hl_backend_function_t* function;  // The device module's function.
   // Host objects: the kernel's entry, launched through |function| (the
@@ -22,7 +22,7 @@ typedef struct hl_user_kernel_t {
   // A kernel of the built-in executable: its id (its arguments are checked
   // against kernels/kernel_table.h); HL_KERNEL_COUNT for user kernels.
   hl_kernel_id_t builtin;
-} hl_user_kernel_t;
+} hl_executable_kernel_t;
 
 // hl_executable_release where the reference is not the last one: returns
 // false, changing nothing, when it is (for hl_op_vtable_t.release_light,
@@ -38,9 +38,9 @@ bool hl_executable_is_builtin(const hl_executable_t* executable);
 // lacks (listing its kernels). The built-in executable takes its module
 // from the device's module cache (executable_cache.h). Thread-safe; must not
 // run on a stream callback (it may call into the backend).
-hl_status_t hl_user_executable_kernel(hl_executable_t* executable,
-                                      hl_device_t* device, const char* name,
-                                      hl_user_kernel_t* out_kernel);
+hl_status_t hl_executable_kernel_resolve(hl_executable_t* executable,
+                                         hl_device_t* device, const char* name,
+                                         hl_executable_kernel_t* out_kernel);
 
 // The host backend's trampoline for host objects: a host code object with
 // one kernel of two pointer-sized parameters, the hl_host_kernel_entry_t and
