@@ -1,5 +1,6 @@
 // The built-in kernels' parameter descriptions, their validation and
-// their signatures (builtin_kernels.h).
+// their signatures (builtin_kernels.h), and the public queries over them
+// (hl_dispatch_kernel_count, hl_dispatch_kernel_name, hl_pattern_value).
 //
 // Arguments are validated against kernels/kernel_table.h before anything is
 // queued: count, kinds and scalar sizes (INVALID_ARGUMENT naming the
