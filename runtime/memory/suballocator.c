@@ -51,93 +51,14 @@
 #include "runtime/base/log.h"
 #include "runtime/base/spin.h"
 #include "runtime/base/trace.h"
+#include "runtime/memory/suballocator_internal.h"
 #include "runtime/timeline/timeline_internal.h"
-
-#define HL_SA_ALIGNMENT ((uint64_t)256)
-#define HL_SA_SMALL_MAX ((uint64_t)1 << 20)
-#define HL_SA_SMALL_SLAB ((uint64_t)2 << 20)
-#define HL_SA_SMALL_MIN_SLAB ((uint64_t)8 << 10)
-#define HL_SA_LARGE_MAX ((uint64_t)20 << 20)
-#define HL_SA_LARGE_SLAB ((uint64_t)40 << 20)
-#define HL_SA_LARGE_MIN_SLAB ((uint64_t)2 << 20)
-#define HL_SA_MAX_SIZE ((uint64_t)1 << 48)
-#define HL_SA_BINS 640u
-#define HL_SA_BITMAP_WORDS (HL_SA_BINS / 64u)
-// Blocks examined per request before growing instead.
-#define HL_SA_SCAN_LIMIT 512
-
-typedef struct hl_sa_slab_t hl_sa_slab_t;
-
-struct hl_suballocation_t {
-  hl_suballocation_t* prev;  // Address-ordered neighbours within the slab.
-  hl_suballocation_t* next;
-  hl_suballocation_t* free_prev;  // Bin list (free blocks only).
-  hl_suballocation_t* free_next;
-  hl_sa_slab_t* slab;
-  uint64_t offset;
-  uint64_t size;
-  union {
-    uint64_t free_value;  // Free: timepoint of the free on |free_queue|.
-    uint64_t requested;   // Live: bytes asked for (the account).
-  };
-  // A signal of that free (semaphore id, value; id 0: none): an allocation
-  // ordered after it is ordered after the free (hl_suballoc_cover_t).
-  uint64_t free_signal_id;
-  uint64_t free_signal_value;
-  uint32_t free_queue;  // HL_SUBALLOC_NO_QUEUE: reusable by every queue.
-  uint32_t freed_by;    // Queue of the last free (statistics).
-  uint32_t bin;
-  bool free;
-};
-
-struct hl_sa_slab_t {
-  hl_sa_slab_t* prev;
-  hl_sa_slab_t* next;  // Also links slabs taken out to be given back.
-  char* base;
-  uint64_t size;
-  uint32_t pool;  // 0: small, 1: large.
-  // Taken out to be given back: on a stream of the suballocator's own
-  // (every use complete), else on the releasing queue's stream.
-  bool release_on_own;
-  hl_suballocation_t* first;
-};
-
-typedef struct hl_sa_pool_t {
-  hl_suballocation_t* bins[HL_SA_BINS];
-  uint64_t bitmap[HL_SA_BITMAP_WORDS];
-} hl_sa_pool_t;
-
-struct hl_suballocator_t {
-  // Everything below: a spin lock (base/spin.h; an alloca and a dealloca
-  // each take it once, where a mtx_t cost two locked instructions). Never
-  // held across a backend call (but by destroy, which nothing runs beside):
-  // growing and giving slabs back call the backend (which may wait for the
-  // device on ROCm) between two holds, so other queues' allocas and frees
-  // go on meanwhile. Under it: block and slab lists, bins, statistics, a
-  // semaphore's value and failure (leaf), and the C library's allocator.
-  hl_spinlock_t* lock;  // |own_lock|, or the caller's (create).
-  hl_spinlock_t own_lock;
-  hl_backend_t* backend;
-  uint64_t release_threshold;
-  bool poison;
-  hl_sa_pool_t pools[2];
-  hl_sa_slab_t* slabs;
-  uint64_t pool_bytes[2];  // Slab bytes per pool.
-  // Timelines of the queues that freed blocks, by queue id (retained until
-  // destroy, so a block's timepoint stays readable after its queue is gone).
-  hl_semaphore_t** timelines;
-  uint32_t timeline_capacity;
-  hl_suballocation_t* spare;  // Recycled block records.
-  // What the allocation being served is ordered after (for one lookup).
-  const hl_suballoc_cover_t* cover;
-  hl_suballocator_stats_t stats;
-};
 
 //===----------------------------------------------------------------------===//
 // Bins
 //===----------------------------------------------------------------------===//
 
-static uint32_t hl_sa_bin(uint64_t size) {
+uint32_t hl_sa_bin(uint64_t size) {
   uint64_t units = size / HL_SA_ALIGNMENT;
   if (units < 16) return (uint32_t)units;
   unsigned fl = 63u - (unsigned)__builtin_clzll(units);  // >= 4.
@@ -208,8 +129,7 @@ static bool hl_sa_register_timeline(hl_suballocator_t* sa, uint32_t queue_id,
   return sa->timelines[queue_id] == timeline;
 }
 
-// Clears |b|'s timepoint when its queue's timeline has reached it.
-static void hl_sa_refresh(hl_suballocator_t* sa, hl_suballocation_t* b) {
+void hl_sa_refresh(hl_suballocator_t* sa, hl_suballocation_t* b) {
   uint32_t q = b->free_queue;
   if (q == HL_SUBALLOC_NO_QUEUE || q >= sa->timeline_capacity) return;
   hl_semaphore_t* timeline = sa->timelines[q];
@@ -636,44 +556,6 @@ static void hl_sa_release_and_trim_pool(hl_suballocator_t* sa,
   hl_status_ignore(sa->backend->vtable->pool_trim(sa->backend, keep));
 }
 
-//===----------------------------------------------------------------------===//
-// Account
-//===----------------------------------------------------------------------===//
-
-// Adds |slab|'s bytes to |out| (see hl_suballocator_account_t).
-static void hl_sa_account_slab(const hl_sa_slab_t* slab,
-                               hl_suballocator_account_t* out) {
-  bool live = false;
-  for (const hl_suballocation_t* b = slab->first; b; b = b->next) {
-    if (b->free) continue;
-    live = true;
-    out->requested_bytes += b->requested;
-    out->rounding_bytes += b->size - b->requested;
-  }
-  if (!live) {
-    out->free_slab_bytes += slab->size;
-    return;
-  }
-  for (const hl_suballocation_t* b = slab->first; b; b = b->next) {
-    if (!b->free) continue;
-    if (b->next) {
-      out->fragment_bytes += b->size;
-    } else {
-      out->tail_bytes += b->size;
-    }
-  }
-}
-
-static void hl_sa_account_locked(const hl_suballocator_t* sa,
-                                 hl_suballocator_account_t* out) {
-  memset(out, 0, sizeof(*out));
-  out->slab_bytes = sa->stats.slab_bytes;
-  for (const hl_sa_slab_t* s = sa->slabs; s; s = s->next) {
-    hl_sa_account_slab(s, out);
-  }
-}
-
-//===----------------------------------------------------------------------===//
 // API
 //===----------------------------------------------------------------------===//
 
@@ -955,106 +837,4 @@ void hl_suballocator_reset_peaks(hl_suballocator_t* sa) {
 
 uint64_t hl_suballocator_release_threshold(hl_suballocator_t* sa) {
   return sa->release_threshold;
-}
-
-void hl_suballocator_stats(hl_suballocator_t* sa,
-                           hl_suballocator_stats_t* out_stats) {
-  hl_spinlock_lock(sa->lock);
-  *out_stats = sa->stats;
-  out_stats->free_bytes = sa->stats.slab_bytes - sa->stats.used_bytes;
-  out_stats->largest_free_block = 0;
-  out_stats->pending_free_blocks = 0;
-  for (hl_sa_slab_t* s = sa->slabs; s; s = s->next) {
-    for (hl_suballocation_t* b = s->first; b; b = b->next) {
-      if (!b->free) continue;
-      if (b->size > out_stats->largest_free_block) {
-        out_stats->largest_free_block = b->size;
-      }
-      hl_sa_refresh(sa, b);
-      if (b->free_queue != HL_SUBALLOC_NO_QUEUE) {
-        ++out_stats->pending_free_blocks;
-      }
-    }
-  }
-  hl_spinlock_unlock(sa->lock);
-}
-
-void hl_suballocator_account(hl_suballocator_t* sa,
-                             hl_suballocator_account_t* out_account) {
-  hl_spinlock_lock(sa->lock);
-  hl_sa_account_locked(sa, out_account);
-  hl_spinlock_unlock(sa->lock);
-}
-
-hl_status_t hl_suballocator_verify(hl_suballocator_t* sa) {
-  hl_status_t st = NULL;
-  hl_spinlock_lock(sa->lock);
-  uint64_t used = 0, slab_bytes = 0, slabs = 0, free_blocks = 0;
-  for (hl_sa_slab_t* s = sa->slabs; s && !st; s = s->next) {
-    ++slabs;
-    slab_bytes += s->size;
-    uint64_t offset = 0;
-    hl_suballocation_t* prev = NULL;
-    for (hl_suballocation_t* b = s->first; b && !st; b = b->next) {
-      if (b->slab != s || b->prev != prev || b->offset != offset ||
-          b->size == 0 || b->size % HL_SA_ALIGNMENT) {
-        st = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
-                            "suballocator: block at offset %llu of a "
-                            "%llu-byte slab is out of order",
-                            (unsigned long long)b->offset,
-                            (unsigned long long)s->size);
-        break;
-      }
-      if (b->free) {
-        ++free_blocks;
-        if (b->bin != hl_sa_bin(b->size)) {
-          st = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
-                              "suballocator: free block of %llu bytes in "
-                              "bin %u",
-                              (unsigned long long)b->size, b->bin);
-        }
-      } else {
-        used += b->size;
-      }
-      offset += b->size;
-      prev = b;
-    }
-    if (!st && offset != s->size) {
-      st = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
-                          "suballocator: blocks cover %llu of a %llu-byte "
-                          "slab",
-                          (unsigned long long)offset,
-                          (unsigned long long)s->size);
-    }
-  }
-  uint64_t binned = 0;
-  for (uint32_t p = 0; p < 2 && !st; ++p) {
-    for (uint32_t bin = 0; bin < HL_SA_BINS; ++bin) {
-      bool bit = (sa->pools[p].bitmap[bin / 64] >> (bin % 64)) & 1;
-      if (bit != (sa->pools[p].bins[bin] != NULL)) {
-        st = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
-                            "suballocator: bitmap disagrees with bin %u", bin);
-        break;
-      }
-      for (hl_suballocation_t* b = sa->pools[p].bins[bin]; b;
-           b = b->free_next) {
-        ++binned;
-      }
-    }
-  }
-  if (!st &&
-      (used != sa->stats.used_bytes || slab_bytes != sa->stats.slab_bytes ||
-       slabs != sa->stats.slabs || binned != free_blocks)) {
-    st = HL_MAKE_STATUS(
-        HL_STATUS_INTERNAL,
-        "suballocator: counts disagree (used %llu vs %llu, slab bytes %llu "
-        "vs %llu, slabs %llu vs %llu, binned %llu vs free %llu)",
-        (unsigned long long)used, (unsigned long long)sa->stats.used_bytes,
-        (unsigned long long)slab_bytes,
-        (unsigned long long)sa->stats.slab_bytes, (unsigned long long)slabs,
-        (unsigned long long)sa->stats.slabs, (unsigned long long)binned,
-        (unsigned long long)free_blocks);
-  }
-  hl_spinlock_unlock(sa->lock);
-  return st;
 }

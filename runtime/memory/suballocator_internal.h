@@ -1,0 +1,101 @@
+// The suballocator's records (blocks, slabs, bins) and the helpers its
+// files share: suballocator.c (fit, growth, giving back) and
+// suballocator_account.c (statistics, the account, the invariants).
+#ifndef HIPLINE_RUNTIME_MEMORY_SUBALLOCATOR_INTERNAL_H_
+#define HIPLINE_RUNTIME_MEMORY_SUBALLOCATOR_INTERNAL_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/base/spin.h"
+#include "runtime/memory/suballocator.h"
+
+#define HL_SA_ALIGNMENT ((uint64_t)256)
+#define HL_SA_SMALL_MAX ((uint64_t)1 << 20)
+#define HL_SA_SMALL_SLAB ((uint64_t)2 << 20)
+#define HL_SA_SMALL_MIN_SLAB ((uint64_t)8 << 10)
+#define HL_SA_LARGE_MAX ((uint64_t)20 << 20)
+#define HL_SA_LARGE_SLAB ((uint64_t)40 << 20)
+#define HL_SA_LARGE_MIN_SLAB ((uint64_t)2 << 20)
+#define HL_SA_MAX_SIZE ((uint64_t)1 << 48)
+#define HL_SA_BINS 640u
+#define HL_SA_BITMAP_WORDS (HL_SA_BINS / 64u)
+// Blocks examined per request before growing instead.
+#define HL_SA_SCAN_LIMIT 512
+
+typedef struct hl_sa_slab_t hl_sa_slab_t;
+
+struct hl_suballocation_t {
+  hl_suballocation_t* prev;  // Address-ordered neighbours within the slab.
+  hl_suballocation_t* next;
+  hl_suballocation_t* free_prev;  // Bin list (free blocks only).
+  hl_suballocation_t* free_next;
+  hl_sa_slab_t* slab;
+  uint64_t offset;
+  uint64_t size;
+  union {
+    uint64_t free_value;  // Free: timepoint of the free on |free_queue|.
+    uint64_t requested;   // Live: bytes asked for (the account).
+  };
+  // A signal of that free (semaphore id, value; id 0: none): an allocation
+  // ordered after it is ordered after the free (hl_suballoc_cover_t).
+  uint64_t free_signal_id;
+  uint64_t free_signal_value;
+  uint32_t free_queue;  // HL_SUBALLOC_NO_QUEUE: reusable by every queue.
+  uint32_t freed_by;    // Queue of the last free (statistics).
+  uint32_t bin;
+  bool free;
+};
+
+struct hl_sa_slab_t {
+  hl_sa_slab_t* prev;
+  hl_sa_slab_t* next;  // Also links slabs taken out to be given back.
+  char* base;
+  uint64_t size;
+  uint32_t pool;  // 0: small, 1: large.
+  // Taken out to be given back: on a stream of the suballocator's own
+  // (every use complete), else on the releasing queue's stream.
+  bool release_on_own;
+  hl_suballocation_t* first;
+};
+
+typedef struct hl_sa_pool_t {
+  hl_suballocation_t* bins[HL_SA_BINS];
+  uint64_t bitmap[HL_SA_BITMAP_WORDS];
+} hl_sa_pool_t;
+
+struct hl_suballocator_t {
+  // Everything below: a spin lock (base/spin.h; an alloca and a dealloca
+  // each take it once, where a mtx_t cost two locked instructions). Never
+  // held across a backend call (but by destroy, which nothing runs beside):
+  // growing and giving slabs back call the backend (which may wait for the
+  // device on ROCm) between two holds, so other queues' allocas and frees
+  // go on meanwhile. Under it: block and slab lists, bins, statistics, a
+  // semaphore's value and failure (leaf), and the C library's allocator.
+  hl_spinlock_t* lock;  // |own_lock|, or the caller's (create).
+  hl_spinlock_t own_lock;
+  hl_backend_t* backend;
+  uint64_t release_threshold;
+  bool poison;
+  hl_sa_pool_t pools[2];
+  hl_sa_slab_t* slabs;
+  uint64_t pool_bytes[2];  // Slab bytes per pool.
+  // Timelines of the queues that freed blocks, by queue id (retained until
+  // destroy, so a block's timepoint stays readable after its queue is gone).
+  hl_semaphore_t** timelines;
+  uint32_t timeline_capacity;
+  hl_suballocation_t* spare;  // Recycled block records.
+  // What the allocation being served is ordered after (for one lookup).
+  const hl_suballoc_cover_t* cover;
+  hl_suballocator_stats_t stats;
+};
+
+// The bin of a free block of |size| bytes.
+uint32_t hl_sa_bin(uint64_t size);
+// Clears |b|'s timepoint when its queue's timeline has reached it.
+void hl_sa_refresh(hl_suballocator_t* sa, hl_suballocation_t* b);
+// Fills |out| with where the slab bytes are now (|sa|'s lock held).
+void hl_sa_account_locked(const hl_suballocator_t* sa,
+                          hl_suballocator_account_t* out);
+
+#endif  // HIPLINE_RUNTIME_MEMORY_SUBALLOCATOR_INTERNAL_H_
