@@ -25,6 +25,12 @@ hl_add_test(memory_suballoc_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_suballoc_test.c
   LABELS memory concurrency
   TIMEOUT 120)
+# The suballocator's per-queue caches, alone and through queue_alloca on the
+# host backend.
+hl_add_test(memory_cache_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/memory_cache_test.c
+  LABELS memory concurrency
+  TIMEOUT 120)
 
 # Conformance: the same executables on the hip test runtime and on a GPU
 # (the suballocator's unit tests run against a host backend in every copy).

@@ -112,27 +112,28 @@ static uint32_t hl_sa_next_bin(const hl_sa_pool_t* pool, uint32_t bin) {
 // block's timepoint then never counts as reached: reuse stays same-queue).
 static bool hl_sa_register_timeline(hl_suballocator_t* sa, uint32_t queue_id,
                                     hl_semaphore_t* timeline) {
-  if (queue_id >= sa->timeline_capacity) {
-    uint32_t capacity = sa->timeline_capacity ? sa->timeline_capacity : 8;
+  if (HL_UNLIKELY(queue_id >= sa->queue_capacity)) {
+    uint32_t capacity = sa->queue_capacity ? sa->queue_capacity : 8;
     while (capacity <= queue_id) capacity *= 2;
-    hl_semaphore_t** table = realloc(sa->timelines, capacity * sizeof(*table));
+    hl_sa_queue_t* table = realloc(sa->queues, capacity * sizeof(*table));
     if (!table) return false;
-    memset(table + sa->timeline_capacity, 0,
-           (capacity - sa->timeline_capacity) * sizeof(*table));
-    sa->timelines = table;
-    sa->timeline_capacity = capacity;
+    memset(table + sa->queue_capacity, 0,
+           (capacity - sa->queue_capacity) * sizeof(*table));
+    sa->queues = table;
+    sa->queue_capacity = capacity;
   }
-  if (!sa->timelines[queue_id]) {
+  hl_sa_queue_t* q = &sa->queues[queue_id];
+  if (HL_UNLIKELY(!q->timeline)) {
     hl_semaphore_retain(timeline);
-    sa->timelines[queue_id] = timeline;
+    q->timeline = timeline;
   }
-  return sa->timelines[queue_id] == timeline;
+  return q->timeline == timeline;
 }
 
 void hl_sa_refresh(hl_suballocator_t* sa, hl_suballocation_t* b) {
   uint32_t q = b->free_queue;
-  if (q == HL_SUBALLOC_NO_QUEUE || q >= sa->timeline_capacity) return;
-  hl_semaphore_t* timeline = sa->timelines[q];
+  if (q == HL_SUBALLOC_NO_QUEUE || q >= sa->queue_capacity) return;
+  hl_semaphore_t* timeline = sa->queues[q].timeline;
   if (!timeline || hl_semaphore_failure(timeline)) return;
   if (hl_semaphore_value(timeline) >= b->free_value) {
     b->free_queue = HL_SUBALLOC_NO_QUEUE;
@@ -153,12 +154,13 @@ static uint64_t hl_sa_covered_value(const hl_suballoc_cover_t* cover,
 static bool hl_sa_covered(hl_suballocator_t* sa, const hl_suballocation_t* b) {
   const hl_suballoc_cover_t* cover = sa->cover;
   uint32_t q = b->free_queue;
-  bool by_timeline = q < sa->timeline_capacity && sa->timelines[q] &&
+  bool by_timeline = q < sa->queue_capacity && sa->queues[q].timeline &&
                      b->free_value != UINT64_MAX;
   return (b->free_signal_id && hl_sa_covered_value(cover, b->free_signal_id) >=
                                    b->free_signal_value) ||
          (by_timeline &&
-          hl_sa_covered_value(cover, sa->timelines[q]->id) >= b->free_value);
+          hl_sa_covered_value(cover, sa->queues[q].timeline->id) >=
+              b->free_value);
 }
 
 static bool hl_sa_usable(hl_suballocator_t* sa, hl_suballocation_t* b,
@@ -226,12 +228,12 @@ static void hl_sa_merge_into(hl_suballocator_t* sa, hl_suballocation_t* a,
 static void hl_sa_coalesce_and_bin(hl_suballocator_t* sa,
                                    hl_suballocation_t* b) {
   hl_suballocation_t* next = b->next;
-  if (next && next->free && hl_sa_compatible(sa, b, next)) {
+  if (next && next->free && !next->cached && hl_sa_compatible(sa, b, next)) {
     hl_sa_bin_remove(sa, next);
     hl_sa_merge_into(sa, b, next);
   }
   hl_suballocation_t* prev = b->prev;
-  if (prev && prev->free && hl_sa_compatible(sa, prev, b)) {
+  if (prev && prev->free && !prev->cached && hl_sa_compatible(sa, prev, b)) {
     hl_sa_bin_remove(sa, prev);
     hl_sa_merge_into(sa, prev, b);
     b = prev;
@@ -245,7 +247,8 @@ static bool hl_sa_coalesce_slab(hl_suballocator_t* sa, hl_sa_slab_t* slab) {
   bool merged = false;
   for (hl_suballocation_t* b = slab->first; b && b->next;) {
     hl_suballocation_t* next = b->next;
-    if (b->free && next->free && hl_sa_compatible(sa, b, next)) {
+    if (b->free && next->free && !b->cached && !next->cached &&
+        hl_sa_compatible(sa, b, next)) {
       hl_sa_bin_remove(sa, b);
       hl_sa_bin_remove(sa, next);
       hl_sa_merge_into(sa, b, next);
@@ -313,6 +316,66 @@ static hl_suballocation_t* hl_sa_find(hl_suballocator_t* sa,
     if (best) return best;
   }
   return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Per-queue caches (hl_sa_queue_t.cached)
+//===----------------------------------------------------------------------===//
+
+// Bins the block of |q|'s cache.
+static void hl_sa_uncache(hl_suballocator_t* sa, hl_sa_queue_t* q) {
+  hl_suballocation_t* b = q->cached;
+  q->cached = NULL;
+  b->cached = false;
+  --sa->cached_blocks;
+  hl_sa_coalesce_and_bin(sa, b);
+}
+
+void hl_sa_flush_locked(hl_suballocator_t* sa) {
+  for (uint32_t i = 0; sa->cached_blocks && i < sa->queue_capacity; ++i) {
+    if (sa->queues[i].cached) hl_sa_uncache(sa, &sa->queues[i]);
+  }
+}
+
+// Keeps free |b| (stamped with queue |queue_id|'s timepoint, which is
+// registered) in that queue's cache; the block it held goes to the bins.
+static void hl_sa_cache_put(hl_suballocator_t* sa, uint32_t queue_id,
+                            hl_suballocation_t* b) {
+  hl_sa_queue_t* q = &sa->queues[queue_id];
+  b->cached = true;  // First: binning the older block must not merge |b|.
+  if (q->cached) hl_sa_uncache(sa, q);
+  q->cached = b;
+  ++sa->cached_blocks;
+}
+
+// Serves a |rounded|-byte request of queue |queue_id| from its cache. On a
+// miss every cache goes to the bins, so the search that follows sees what
+// it would see without them (another queue's block too, when reached or
+// covered).
+static bool hl_sa_take_cached_locked(hl_suballocator_t* sa, uint32_t queue_id,
+                                     uint64_t rounded, uint64_t requested,
+                                     void** out_ptr,
+                                     hl_suballocation_t** out_allocation) {
+  hl_sa_queue_t* q =
+      queue_id < sa->queue_capacity ? &sa->queues[queue_id] : NULL;
+  hl_suballocation_t* b = q ? q->cached : NULL;
+  if (!b || b->size != rounded) {
+    hl_sa_flush_locked(sa);
+    return false;
+  }
+  q->cached = NULL;
+  --sa->cached_blocks;
+  b->cached = false;
+  b->free = false;
+  b->requested = requested;
+  ++sa->stats.block_reuses;
+  sa->stats.used_bytes += b->size;
+  if (sa->stats.used_bytes > sa->stats.used_bytes_peak) {
+    sa->stats.used_bytes_peak = sa->stats.used_bytes;
+  }
+  *out_ptr = b->slab->base + b->offset;
+  *out_allocation = b;
+  return true;
 }
 
 static uint64_t hl_sa_pow2_ceil(uint64_t v) {
@@ -431,6 +494,8 @@ static hl_sa_slab_t* hl_sa_detach_empty_locked(hl_suballocator_t* sa,
                                                hl_backend_stream_t* stream,
                                                uint32_t queue_id) {
   hl_sa_slab_t* detached = NULL;
+  // A cached block may be all that is left of a slab.
+  hl_sa_flush_locked(sa);
   for (hl_sa_slab_t* slab = sa->slabs; slab && sa->stats.slab_bytes > keep;) {
     hl_sa_slab_t* next = slab->next;
     hl_sa_coalesce_slab(sa, slab);
@@ -616,10 +681,10 @@ void hl_suballocator_destroy(hl_suballocator_t* sa) {
     free(b);
   }
   hl_spinlock_unlock(sa->lock);
-  for (uint32_t i = 0; i < sa->timeline_capacity; ++i) {
-    hl_semaphore_release(sa->timelines[i]);
+  for (uint32_t i = 0; i < sa->queue_capacity; ++i) {
+    hl_semaphore_release(sa->queues[i].timeline);
   }
-  free(sa->timelines);
+  free(sa->queues);
   free(sa);
 }
 
@@ -664,6 +729,10 @@ bool hl_suballocator_try_alloc_locked(hl_suballocator_t* sa, uint64_t size,
   *out_allocation = NULL;
   if (size == 0 || size > HL_SA_MAX_SIZE) return false;
   uint64_t rounded = (size + HL_SA_ALIGNMENT - 1) & ~(HL_SA_ALIGNMENT - 1);
+  if (hl_sa_take_cached_locked(sa, queue_id, rounded, size, out_ptr,
+                               out_allocation)) {
+    return true;
+  }
   uint32_t pool = rounded <= HL_SA_SMALL_MAX ? 0 : 1;
   hl_suballocation_t* spare = hl_sa_block_new(sa);
   bool taken =
@@ -698,6 +767,11 @@ hl_status_t hl_suballocator_alloc_covered(
   uint64_t rounded = (size + HL_SA_ALIGNMENT - 1) & ~(HL_SA_ALIGNMENT - 1);
   uint32_t pool = rounded <= HL_SA_SMALL_MAX ? 0 : 1;
   hl_spinlock_lock(sa->lock);
+  if (hl_sa_take_cached_locked(sa, queue_id, rounded, size, out_ptr,
+                               out_allocation)) {
+    hl_spinlock_unlock(sa->lock);
+    return NULL;
+  }
   hl_suballocation_t* spare = hl_sa_block_new(sa);
   if (!spare) {
     hl_spinlock_unlock(sa->lock);
@@ -765,6 +839,7 @@ hl_status_t hl_suballocator_alloc_covered(
   b->requested = size;
   // A new peak is reached on this slow path only: account for it.
   if (sa->stats.slab_bytes_peak > peak) {
+    hl_sa_flush_locked(sa);  // Caches filled again while growing, unlocked.
     hl_sa_account_locked(sa, &sa->stats.peak_account);
   }
   *out_ptr = b->slab->base + b->offset;
@@ -808,9 +883,12 @@ void hl_suballocator_free_signalled_locked(
   b->free_signal_value = signal_value;
   if (timeline) {
     b->free_queue = queue_id;
-    b->free_value = hl_sa_register_timeline(sa, queue_id, timeline)
-                        ? value
-                        : UINT64_MAX;  // Cannot be read: same queue only.
+    if (HL_LIKELY(hl_sa_register_timeline(sa, queue_id, timeline))) {
+      b->free_value = value;
+      hl_sa_cache_put(sa, queue_id, b);
+      return;
+    }
+    b->free_value = UINT64_MAX;  // Cannot be read: same queue only.
   }
   hl_sa_coalesce_and_bin(sa, b);
 }

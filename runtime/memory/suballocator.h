@@ -15,6 +15,9 @@
 //   queue only once that queue's timeline has reached the value. A fresh
 //   slab's unused tail carries the timepoint of the alloca that created it,
 //   because the driver makes the slab valid for its stream only;
+// - each queue keeps the block it freed last out of the bins, for its next
+//   allocation of the same rounded size; any other request bins every such
+//   block first, as do trim, synchronization points and statistics;
 // - whole free slabs go back to the backend (free_async) on trim, at
 //   synchronization points above the release threshold, and when an
 //   allocation runs out of memory (trim, then retry once).
@@ -175,6 +178,10 @@ void hl_suballocator_reset_peaks(hl_suballocator_t* suballocator);
 // Fills |out_account| with where the slab bytes are now.
 void hl_suballocator_account(hl_suballocator_t* suballocator,
                              hl_suballocator_account_t* out_account);
+
+// Blocks held in the queues' caches now (each queue keeps the block it
+// freed last for its next allocation of that size). For tests.
+uint32_t hl_suballocator_cached_blocks(hl_suballocator_t* suballocator);
 
 // Checks the internal invariants (address order, coalescing, byte counts,
 // bins); returns a status naming the first violation. For tests.

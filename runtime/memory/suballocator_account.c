@@ -46,6 +46,8 @@ void hl_sa_account_locked(const hl_suballocator_t* sa,
 void hl_suballocator_stats(hl_suballocator_t* sa,
                            hl_suballocator_stats_t* out_stats) {
   hl_spinlock_lock(sa->lock);
+  // Reports describe the bins as they are without the caches.
+  hl_sa_flush_locked(sa);
   *out_stats = sa->stats;
   out_stats->free_bytes = sa->stats.slab_bytes - sa->stats.used_bytes;
   out_stats->largest_free_block = 0;
@@ -68,14 +70,22 @@ void hl_suballocator_stats(hl_suballocator_t* sa,
 void hl_suballocator_account(hl_suballocator_t* sa,
                              hl_suballocator_account_t* out_account) {
   hl_spinlock_lock(sa->lock);
+  hl_sa_flush_locked(sa);
   hl_sa_account_locked(sa, out_account);
   hl_spinlock_unlock(sa->lock);
+}
+
+uint32_t hl_suballocator_cached_blocks(hl_suballocator_t* sa) {
+  hl_spinlock_lock(sa->lock);
+  uint32_t count = sa->cached_blocks;
+  hl_spinlock_unlock(sa->lock);
+  return count;
 }
 
 hl_status_t hl_suballocator_verify(hl_suballocator_t* sa) {
   hl_status_t st = NULL;
   hl_spinlock_lock(sa->lock);
-  uint64_t used = 0, slab_bytes = 0, slabs = 0, free_blocks = 0;
+  uint64_t used = 0, slab_bytes = 0, slabs = 0, free_blocks = 0, cached = 0;
   for (hl_sa_slab_t* s = sa->slabs; s && !st; s = s->next) {
     ++slabs;
     slab_bytes += s->size;
@@ -91,7 +101,16 @@ hl_status_t hl_suballocator_verify(hl_suballocator_t* sa) {
                             (unsigned long long)s->size);
         break;
       }
-      if (b->free) {
+      if (b->free && b->cached) {
+        ++cached;
+        if (b->free_queue >= sa->queue_capacity ||
+            sa->queues[b->free_queue].cached != b) {
+          st = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
+                              "suballocator: cached block of %llu bytes is "
+                              "not its queue's (%u)",
+                              (unsigned long long)b->size, b->free_queue);
+        }
+      } else if (b->free) {
         ++free_blocks;
         if (b->bin != hl_sa_bin(b->size)) {
           st = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
@@ -128,18 +147,20 @@ hl_status_t hl_suballocator_verify(hl_suballocator_t* sa) {
       }
     }
   }
-  if (!st &&
-      (used != sa->stats.used_bytes || slab_bytes != sa->stats.slab_bytes ||
-       slabs != sa->stats.slabs || binned != free_blocks)) {
+  if (!st && (used != sa->stats.used_bytes ||
+              slab_bytes != sa->stats.slab_bytes || slabs != sa->stats.slabs ||
+              binned != free_blocks || cached != sa->cached_blocks)) {
     st = HL_MAKE_STATUS(
         HL_STATUS_INTERNAL,
         "suballocator: counts disagree (used %llu vs %llu, slab bytes %llu "
-        "vs %llu, slabs %llu vs %llu, binned %llu vs free %llu)",
+        "vs %llu, slabs %llu vs %llu, binned %llu vs free %llu, cached %llu "
+        "vs %u)",
         (unsigned long long)used, (unsigned long long)sa->stats.used_bytes,
         (unsigned long long)slab_bytes,
         (unsigned long long)sa->stats.slab_bytes, (unsigned long long)slabs,
         (unsigned long long)sa->stats.slabs, (unsigned long long)binned,
-        (unsigned long long)free_blocks);
+        (unsigned long long)free_blocks, (unsigned long long)cached,
+        sa->cached_blocks);
   }
   hl_spinlock_unlock(sa->lock);
   return st;

@@ -44,7 +44,8 @@ struct hl_suballocation_t {
   uint32_t free_queue;  // HL_SUBALLOC_NO_QUEUE: reusable by every queue.
   uint32_t freed_by;    // Queue of the last free (statistics).
   uint32_t bin;
-  bool free;
+  bool free;    // Free: binned, or cached (not binned, never merged).
+  bool cached;  // Its freeing queue's cache (hl_sa_queue_t.cached).
 };
 
 struct hl_sa_slab_t {
@@ -58,6 +59,19 @@ struct hl_sa_slab_t {
   bool release_on_own;
   hl_suballocation_t* first;
 };
+
+// What the suballocator keeps per queue id.
+typedef struct hl_sa_queue_t {
+  // The queue's timeline (retained until destroy, so a block's timepoint
+  // stays readable after its queue is gone).
+  hl_semaphore_t* timeline;
+  // The block this queue freed last, kept out of the bins: its next
+  // allocation of that rounded size takes it back without a bin search, a
+  // split or a merge. Stream order makes that safe, as for any block a queue
+  // reuses itself. Still a free block (statistics, the account); only its
+  // queue can take it, until a flush bins it (hl_sa_flush_locked).
+  hl_suballocation_t* cached;
+} hl_sa_queue_t;
 
 typedef struct hl_sa_pool_t {
   hl_suballocation_t* bins[HL_SA_BINS];
@@ -80,10 +94,10 @@ struct hl_suballocator_t {
   hl_sa_pool_t pools[2];
   hl_sa_slab_t* slabs;
   uint64_t pool_bytes[2];  // Slab bytes per pool.
-  // Timelines of the queues that freed blocks, by queue id (retained until
-  // destroy, so a block's timepoint stays readable after its queue is gone).
-  hl_semaphore_t** timelines;
-  uint32_t timeline_capacity;
+  // The queues that freed blocks, by queue id.
+  hl_sa_queue_t* queues;
+  uint32_t queue_capacity;
+  uint32_t cached_blocks;     // Blocks in the queues' caches.
   hl_suballocation_t* spare;  // Recycled block records.
   // What the allocation being served is ordered after (for one lookup).
   const hl_suballoc_cover_t* cover;
@@ -94,6 +108,10 @@ struct hl_suballocator_t {
 uint32_t hl_sa_bin(uint64_t size);
 // Clears |b|'s timepoint when its queue's timeline has reached it.
 void hl_sa_refresh(hl_suballocator_t* sa, hl_suballocation_t* b);
+// Bins every cached block, merging it with its free neighbours (|sa|'s lock
+// held): what is binned is then exactly what it would be without the
+// caches.
+void hl_sa_flush_locked(hl_suballocator_t* sa);
 // Fills |out| with where the slab bytes are now (|sa|'s lock held).
 void hl_sa_account_locked(const hl_suballocator_t* sa,
                           hl_suballocator_account_t* out);

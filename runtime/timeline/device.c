@@ -529,8 +529,10 @@ void hl_device_apply_release_threshold(hl_device_t* device) {
   hl_pool_attributes_t attrs;
   hl_backend_t* backend = device->backend;
   hl_status_t st = backend->vtable->pool_get_attributes(backend, &attrs);
+  // The layers trim even without a threshold (UINT64_MAX keeps every
+  // byte): a synchronization point also empties their caches.
+  if (!st) hl_device_extensions_trim(device, attrs.release_threshold);
   if (!st && attrs.release_threshold != UINT64_MAX) {
-    hl_device_extensions_trim(device, attrs.release_threshold);
     st = backend->vtable->pool_trim(backend, attrs.release_threshold);
   }
   hl_status_ignore(st);  // Trimming is an optimisation; memory stays valid.

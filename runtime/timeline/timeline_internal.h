@@ -94,8 +94,10 @@ typedef struct hl_device_memory_stats_t hl_device_memory_stats_t;
 //   the device, then clears the slot. It runs if installed, even with a NULL
 //   state (a layer may keep its state elsewhere, keyed by device).
 // - trim (optional, may be installed later than the state), from
-//   hl_device_trim and from synchronization points, before the backend pool
-//   is trimmed; it must not block on stream work.
+//   hl_device_trim and from every synchronization point (wait_idle), before
+//   the backend pool is trimmed, with UINT64_MAX when the pool has no
+//   release threshold (a layer then only empties its caches); it must not
+//   block on stream work.
 //
 // Destroy order is the slot order, in two phases:
 // - slots before HL_DEVICE_EXTENSION_LATE_BEGIN are destroyed first, while
