@@ -885,10 +885,13 @@ void hl_suballocator_free_signalled_locked(
     b->free_queue = queue_id;
     if (HL_LIKELY(hl_sa_register_timeline(sa, queue_id, timeline))) {
       b->free_value = value;
-      hl_sa_cache_put(sa, queue_id, b);
-      return;
+      if (b->size <= HL_SA_SMALL_MAX) {
+        hl_sa_cache_put(sa, queue_id, b);
+        return;
+      }
+    } else {
+      b->free_value = UINT64_MAX;  // Cannot be read: same queue only.
     }
-    b->free_value = UINT64_MAX;  // Cannot be read: same queue only.
   }
   hl_sa_coalesce_and_bin(sa, b);
 }
