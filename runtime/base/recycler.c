@@ -142,7 +142,7 @@ hl_status_t hl_recycler_alloc_slow(hl_recycler_t* r, hl_allocator_t allocator,
     }
   }
   if (h) {
-    memset(h + 1, 0, r->size);
+    memset(h + 1, 0, r->zeroed);
   } else {
     if (!allocator.alloc) allocator = hl_allocator_system();
     HL_RETURN_IF_ERROR(

@@ -61,14 +61,22 @@ typedef struct hl_recycler_t {
   uint32_t count;       // Objects on it (|lock|).
   uint32_t capacity;    // Objects kept on it at most.
   size_t size;          // Object size in bytes.
+  size_t zeroed;        // Bytes zeroed from its start when handed out again.
   const char* what;     // For messages: "a submission".
   atomic_int slot;      // 1 + index of the thread caches; 0: not yet; -1: none.
 } hl_recycler_t;
 
-#define HL_RECYCLER_INITIALIZER(object_size, max_kept, description) \
-  {                                                                 \
-    HL_SPINLOCK_INITIALIZER, NULL, 0, (max_kept), (object_size),    \
-        (description), 0                                            \
+#define HL_RECYCLER_INITIALIZER(object_size, max_kept, description)  \
+  HL_RECYCLER_INITIALIZER_PREFIX(object_size, object_size, max_kept, \
+                                 description)
+// A recycler whose objects are handed out again with only their first
+// |zeroed_bytes| zeroed: the rest (an array every user writes before it
+// reads) keeps what its last user left. A new object is all zero.
+#define HL_RECYCLER_INITIALIZER_PREFIX(object_size, zeroed_bytes, max_kept, \
+                                       description)                         \
+  {                                                                         \
+    HL_SPINLOCK_INITIALIZER, NULL, 0, (max_kept), (object_size),            \
+        (zeroed_bytes), (description), 0                                    \
   }
 
 // Recyclers with thread caches (the rest use only the global list).
@@ -102,7 +110,8 @@ hl_status_t hl_recycler_alloc_slow(hl_recycler_t* recycler,
                                    hl_allocator_t allocator, void** out_object);
 void hl_recycler_free_slow(hl_recycler_t* recycler, hl_recycled_t* header);
 
-// A hit in this thread's cache: the object, zeroed; NULL otherwise.
+// A hit in this thread's cache: the object, zeroed (its |zeroed| first
+// bytes); NULL otherwise.
 static inline void* hl_recycler_take_cached(hl_recycler_t* r) {
   hl_recycler_cache_t* c = hl_recycler_cache_ready(r);
   if (__builtin_expect(!c || !c->head, 0)) return NULL;
@@ -112,7 +121,7 @@ static inline void* hl_recycler_take_cached(hl_recycler_t* r) {
   // The next object was most likely freed on another core: start fetching
   // it now rather than at the next allocation.
   if (c->head) __builtin_prefetch(c->head, 1);
-  memset(h + 1, 0, r->size);
+  memset(h + 1, 0, r->zeroed);
   return h + 1;
 }
 

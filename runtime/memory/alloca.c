@@ -24,6 +24,7 @@
 // An alloca on hipline's pool reuses blocks that other queues freed behind
 // its queue's wait frontier (hl_queue_frontier_snapshot).
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,8 @@ typedef struct hl_alloca_op_t {
   hl_backend_stream_t* stream;
   hl_gated_t gate;
   // The queue's wait frontier when the alloca was issued (hipline's pool):
-  // blocks whose free it covers are reused.
+  // blocks whose free it covers are reused. Written by issue before it is
+  // read, so a recycled op does not zero it (|cover| stays last).
   size_t cover_count;
   hl_timepoint_id_t cover[HL_QUEUE_FRONTIER_CAPACITY];
 } hl_alloca_op_t;
@@ -152,9 +154,10 @@ static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   return hl_stream_work_issue(ctx, &op->gate, hl_alloca_allocate, op, true);
 }
 
-// Ops are recycled (base/recycler.h).
-static hl_recycler_t hl_alloca_op_recycler_ =
-    HL_RECYCLER_INITIALIZER(sizeof(hl_alloca_op_t), 4096, "an alloca op");
+// Ops are recycled (base/recycler.h), zeroed up to |cover|.
+static hl_recycler_t hl_alloca_op_recycler_ = HL_RECYCLER_INITIALIZER_PREFIX(
+    sizeof(hl_alloca_op_t), offsetof(hl_alloca_op_t, cover), 4096,
+    "an alloca op");
 
 static void hl_alloca_release(hl_op_t* base, hl_status_t status) {
   hl_alloca_op_t* op = (hl_alloca_op_t*)base;

@@ -71,8 +71,6 @@ typedef struct hl_root_t {
   hl_spinlock_t lock;
   hl_fence_t* use_fence;         // &use_fence_storage.
   hl_fence_t* mutation_barrier;  // &mutation_barrier_storage.
-  hl_fence_t use_fence_storage;  // Embedded: no fence allocation per root.
-  hl_fence_t mutation_barrier_storage;
   // Who freed the memory, for use-after-free reports (|lock|), formatted
   // only when one is reported: a static description ("queue_dealloca", a
   // fallback), and the queue and submission value when a dealloca freed it
@@ -89,6 +87,10 @@ typedef struct hl_root_t {
   // an alloca whose queue waited for it may reuse the memory at once.
   uint64_t free_signal_id;
   uint64_t free_signal_value;
+  // Embedded: no fence allocation per root. Last: a recycled root is zeroed
+  // up to them (hl_root_create initialises them).
+  hl_fence_t use_fence_storage;
+  hl_fence_t mutation_barrier_storage;
 } hl_root_t;
 
 // A token shared by the views of one import: when the last view holding it

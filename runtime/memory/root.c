@@ -1,6 +1,7 @@
 // Roots: the allocations behind buffers, their references, recorded uses
 // and the return of their memory.
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +33,10 @@ static uint64_t hl_root_next_id(void) {
 //===----------------------------------------------------------------------===//
 
 // Every alloca makes a root and a buffer; both are recycled
-// (base/recycler.h).
-static hl_recycler_t hl_root_recycler_ =
-    HL_RECYCLER_INITIALIZER(sizeof(hl_root_t), 4096, "a root");
+// (base/recycler.h). A root is zeroed up to its embedded fences, which
+// hl_root_create initialises (their entries beyond the count are not read).
+static hl_recycler_t hl_root_recycler_ = HL_RECYCLER_INITIALIZER_PREFIX(
+    sizeof(hl_root_t), offsetof(hl_root_t, use_fence_storage), 4096, "a root");
 hl_recycler_t hl_buffer_recycler_ =
     HL_RECYCLER_INITIALIZER(sizeof(hl_buffer_t), 4096, "a buffer");
 
