@@ -24,7 +24,6 @@
 // An alloca on hipline's pool reuses blocks that other queues freed behind
 // its queue's wait frontier (hl_queue_frontier_snapshot).
 
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,25 +36,6 @@
 //===----------------------------------------------------------------------===//
 // Alloca
 //===----------------------------------------------------------------------===//
-
-typedef struct hl_alloca_op_t {
-  hl_op_t base;
-  // An operation reference until the submission completes, once |owns_root|;
-  // until then borrowed from hl_queue_alloca (the buffer it returns).
-  hl_root_t* root;
-  bool owns_root;
-  uint32_t queue_id;
-  uint64_t value;            // The alloca's submission on its queue.
-  hl_semaphore_t* timeline;  // The queue's (borrowed while in flight).
-  hl_device_t* device;
-  hl_backend_stream_t* stream;
-  hl_gated_t gate;
-  // The queue's wait frontier when the alloca was issued (hipline's pool):
-  // blocks whose free it covers are reused. Written by issue before it is
-  // read, so a recycled op does not zero it (|cover| stays last).
-  size_t cover_count;
-  hl_timepoint_id_t cover[HL_QUEUE_FRONTIER_CAPACITY];
-} hl_alloca_op_t;
 
 static void hl_alloca_on_submit(hl_op_t* base, hl_queue_t* queue,
                                 uint64_t value) {
@@ -89,7 +69,7 @@ static hl_status_t hl_alloca_allocate(void* user) {
   hl_root_t* root = op->root;
   HL_TRACE_ZONE_BEGIN(zone, "hl_queue_alloca.allocate");
   void* ptr = NULL;
-  hl_suballoc_cover_t cover = {op->cover, op->cover_count};
+  hl_suballoc_cover_t cover = {root->alloca_cover, op->cover_count};
   hl_status_t st = hl_memory_pool_alloc(root, op->stream, op->queue_id,
                                         op->timeline, op->value, &cover, &ptr);
   if (st && hl_status_code(st) == HL_STATUS_RESOURCE_EXHAUSTED) {
@@ -144,9 +124,10 @@ static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   // What the alloca is ordered after: a block another queue freed behind
   // that frontier is free by the time the alloca runs (its waits and the
   // queue's earlier ones come first on the stream).
-  op->cover_count = ctx->device->pool_mode == HL_POOL_MODE_HIPLINE
-                        ? hl_queue_frontier_snapshot(ctx->queue, op->cover)
-                        : 0;
+  op->cover_count =
+      ctx->device->pool_mode == HL_POOL_MODE_HIPLINE
+          ? hl_queue_frontier_snapshot(ctx->queue, op->root->alloca_cover)
+          : 0;
   // Where the backend runs stream work in order (stream_ordered_host_work)
   // the pool sees allocations and frees in execution order, so a block
   // freed on this stream is reused at once however far the host has run
@@ -154,21 +135,14 @@ static hl_status_t hl_alloca_issue(hl_op_t* base, hl_issue_ctx_t* ctx) {
   return hl_stream_work_issue(ctx, &op->gate, hl_alloca_allocate, op, true);
 }
 
-// Ops are recycled (base/recycler.h), zeroed up to |cover|.
-static hl_recycler_t hl_alloca_op_recycler_ = HL_RECYCLER_INITIALIZER_PREFIX(
-    sizeof(hl_alloca_op_t), offsetof(hl_alloca_op_t, cover), 4096,
-    "an alloca op");
-
 static void hl_alloca_release(hl_op_t* base, hl_status_t status) {
   hl_alloca_op_t* op = (hl_alloca_op_t*)base;
-  hl_root_op_release(&hl_alloca_op_recycler_, base, op->root, op->owns_root,
-                     false);
+  hl_root_op_release(NULL, base, op->root, op->owns_root, false);
 }
 
 static bool hl_alloca_release_light(hl_op_t* base, hl_status_t status) {
   hl_alloca_op_t* op = (hl_alloca_op_t*)base;
-  return hl_root_op_release(&hl_alloca_op_recycler_, base, op->root,
-                            op->owns_root, true);
+  return hl_root_op_release(NULL, base, op->root, op->owns_root, true);
 }
 
 static void hl_alloca_own_refs(hl_op_t* base) {
@@ -211,13 +185,8 @@ hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
   hl_memory_pay_owed_drains(hl_queue_device(queue));
   hl_buffer_t* buffer = NULL;
   HL_RETURN_IF_ERROR_PLAIN(hl_root_create_async(queue, size, &buffer));
-  hl_alloca_op_t* op = NULL;
-  hl_status_t st =
-      hl_recycler_alloc_default(&hl_alloca_op_recycler_, (void**)&op);
-  if (st) {
-    hl_buffer_release(buffer);
-    return st;
-  }
+  // The op lives in the root, which the alloca made zeroed.
+  hl_alloca_op_t* op = &buffer->root->alloca_op;
   op->base.vtable = hl_pool_ops_run_at_once(hl_queue_device(queue))
                         ? &hl_alloca_vtable_at_once
                         : &hl_alloca_vtable;
@@ -225,7 +194,8 @@ hl_status_t hl_queue_alloca(hl_queue_t* queue, const hl_fence_t* wait_fence,
   // op takes its own reference if the submission outlives it (own_refs).
   op->root = buffer->root;
   op->queue_id = hl_queue_id(queue);
-  st = hl_queue_submit(queue, wait_fence, signal_fence, &op->base, NULL);
+  hl_status_t st =
+      hl_queue_submit(queue, wait_fence, signal_fence, &op->base, NULL);
   if (st) {
     hl_buffer_release(buffer);
     return st;

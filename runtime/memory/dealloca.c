@@ -16,7 +16,8 @@
 // Releases an op whose one resource is its reference on |root| (when it
 // |owns| one: a borrowed reference is its submitter's); with |light|, only
 // where that is not the root's last reference (see
-// hl_op_vtable_t.release_light).
+// hl_op_vtable_t.release_light). An op embedded in |root| (no |recycler|)
+// is not touched once the reference is gone: it may have taken the root.
 bool hl_root_op_release(hl_recycler_t* recycler, hl_op_t* op, hl_root_t* root,
                         bool owns, bool light) {
   if (!owns) {
@@ -26,7 +27,7 @@ bool hl_root_op_release(hl_recycler_t* recycler, hl_op_t* op, hl_root_t* root,
   } else if (!hl_root_release_for_op_unless_last(root)) {
     return false;
   }
-  hl_recycler_free(recycler, op);
+  if (recycler) hl_recycler_free(recycler, op);
   return true;
 }
 

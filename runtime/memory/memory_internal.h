@@ -39,6 +39,27 @@ typedef struct hl_root_freer_t {
   uint64_t value;
 } hl_root_freer_t;
 
+// The op of the alloca that made an ASYNC root, embedded in the root: a root
+// has at most one, and outlives it (the op borrows or holds a reference on
+// its root). Its release recycles nothing.
+typedef struct hl_alloca_op_t {
+  hl_op_t base;
+  // An operation reference until the submission completes, once |owns_root|;
+  // until then borrowed from hl_queue_alloca (the buffer it returns).
+  struct hl_root_t* root;
+  bool owns_root;
+  uint32_t queue_id;
+  uint64_t value;            // The alloca's submission on its queue.
+  hl_semaphore_t* timeline;  // The queue's (borrowed while in flight).
+  hl_device_t* device;
+  hl_backend_stream_t* stream;
+  hl_gated_t gate;
+  // How many timepoints of the queue's wait frontier, when the alloca was
+  // issued, |root->alloca_cover| holds (hipline's pool): blocks whose free
+  // it covers are reused.
+  size_t cover_count;
+} hl_alloca_op_t;
+
 typedef struct hl_root_t {
   // Low 32 bits: every reference. High 32 bits: the subset held by in-flight
   // operations. One word, so uniqueness checks read a consistent pair.
@@ -87,10 +108,15 @@ typedef struct hl_root_t {
   // an alloca whose queue waited for it may reuse the memory at once.
   uint64_t free_signal_id;
   uint64_t free_signal_value;
-  // Embedded: no fence allocation per root. Last: a recycled root is zeroed
-  // up to them (hl_root_create initialises them).
+  // The alloca's op (ASYNC roots; hl_queue_alloca).
+  hl_alloca_op_t alloca_op;
+  // Embedded: no fence allocation per root. From here on a recycled root is
+  // not zeroed: hl_root_create initialises the fences (their entries beyond
+  // the count are not read), and an alloca's issue writes |alloca_cover|
+  // before it is read.
   hl_fence_t use_fence_storage;
   hl_fence_t mutation_barrier_storage;
+  hl_timepoint_id_t alloca_cover[HL_QUEUE_FRONTIER_CAPACITY];
 } hl_root_t;
 
 // A token shared by the views of one import: when the last view holding it
@@ -373,6 +399,7 @@ hl_status_t hl_buffer_create_view_adopting(hl_root_t* root, uint64_t offset,
       HL_POOL_OP_FIELDS(op), .run_at_once = op##_run_at_once}
 
 // Used by alloca.c and dealloca.c; defined in dealloca.c and state.c.
+// |recycler| NULL: the op is embedded in |root| (nothing to recycle).
 bool hl_root_op_release(hl_recycler_t* recycler, hl_op_t* op, hl_root_t* root,
                         bool owns, bool light);
 void hl_root_op_own(hl_root_t* root, bool* owns);

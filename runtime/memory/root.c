@@ -32,9 +32,9 @@ static uint64_t hl_root_next_id(void) {
 // Roots
 //===----------------------------------------------------------------------===//
 
-// Every alloca makes a root and a buffer; both are recycled
-// (base/recycler.h). A root is zeroed up to its embedded fences, which
-// hl_root_create initialises (their entries beyond the count are not read).
+// Every alloca makes a root (its op embedded) and a buffer; both are
+// recycled (base/recycler.h). A root is zeroed up to its embedded fences
+// (see hl_root_t).
 static hl_recycler_t hl_root_recycler_ = HL_RECYCLER_INITIALIZER_PREFIX(
     sizeof(hl_root_t), offsetof(hl_root_t, use_fence_storage), 4096, "a root");
 hl_recycler_t hl_buffer_recycler_ =
