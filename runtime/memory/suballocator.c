@@ -108,11 +108,10 @@ static uint32_t hl_sa_next_bin(const hl_sa_pool_t* pool, uint32_t bin) {
 // Timepoints
 //===----------------------------------------------------------------------===//
 
-// Remembers |timeline| as queue |queue_id|'s; false when it cannot (the
-// block's timepoint then never counts as reached: reuse stays same-queue).
-static bool hl_sa_register_timeline(hl_suballocator_t* sa, uint32_t queue_id,
-                                    hl_semaphore_t* timeline) {
-  if (HL_UNLIKELY(queue_id >= sa->queue_capacity)) {
+// hl_sa_register_timeline's first time for |queue_id| (or a failure).
+static __attribute__((noinline)) bool hl_sa_register_timeline_slow(
+    hl_suballocator_t* sa, uint32_t queue_id, hl_semaphore_t* timeline) {
+  if (queue_id >= sa->queue_capacity) {
     uint32_t capacity = sa->queue_capacity ? sa->queue_capacity : 8;
     while (capacity <= queue_id) capacity *= 2;
     hl_sa_queue_t* table = realloc(sa->queues, capacity * sizeof(*table));
@@ -123,11 +122,24 @@ static bool hl_sa_register_timeline(hl_suballocator_t* sa, uint32_t queue_id,
     sa->queue_capacity = capacity;
   }
   hl_sa_queue_t* q = &sa->queues[queue_id];
-  if (HL_UNLIKELY(!q->timeline)) {
+  if (!q->timeline) {
     hl_semaphore_retain(timeline);
     q->timeline = timeline;
   }
   return q->timeline == timeline;
+}
+
+// Remembers |timeline| as queue |queue_id|'s; false when it cannot (the
+// block's timepoint then never counts as reached: reuse stays same-queue).
+static inline bool hl_sa_register_timeline(hl_suballocator_t* sa,
+                                           uint32_t queue_id,
+                                           hl_semaphore_t* timeline) {
+  // Every free of a queue after its first finds its timeline there.
+  if (HL_LIKELY(queue_id < sa->queue_capacity &&
+                sa->queues[queue_id].timeline == timeline)) {
+    return true;
+  }
+  return hl_sa_register_timeline_slow(sa, queue_id, timeline);
 }
 
 void hl_sa_refresh(hl_suballocator_t* sa, hl_suballocation_t* b) {
@@ -352,10 +364,9 @@ static void hl_sa_cache_put(hl_suballocator_t* sa, uint32_t queue_id,
 // miss every cache goes to the bins, so the search that follows sees what
 // it would see without them (another queue's block too, when reached or
 // covered).
-static bool hl_sa_take_cached_locked(hl_suballocator_t* sa, uint32_t queue_id,
-                                     uint64_t rounded, uint64_t requested,
-                                     void** out_ptr,
-                                     hl_suballocation_t** out_allocation) {
+static inline bool hl_sa_take_cached_locked(
+    hl_suballocator_t* sa, uint32_t queue_id, uint64_t rounded,
+    uint64_t requested, void** out_ptr, hl_suballocation_t** out_allocation) {
   hl_sa_queue_t* q =
       queue_id < sa->queue_capacity ? &sa->queues[queue_id] : NULL;
   hl_suballocation_t* b = q ? q->cached : NULL;
