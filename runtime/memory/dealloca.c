@@ -43,25 +43,6 @@ void hl_root_op_own(hl_root_t* root, bool* owns) {
 // Dealloca
 //===----------------------------------------------------------------------===//
 
-typedef struct hl_dealloca_op_t {
-  hl_op_t base;
-  // An operation reference once |owns_root|; until then borrowed from the
-  // caller of hl_root_dealloca_as.
-  hl_root_t* root;
-  bool owns_root;
-  bool frees;  // ASYNC pool root: free on the stream.
-  // The cancel check ran (at most once), or the free did (which settles it).
-  atomic_bool settled;
-  uint32_t queue_id;
-  uint64_t value;
-  hl_semaphore_t* timeline;  // The queue's (borrowed while in flight).
-  hl_backend_stream_t* stream;
-  hl_gated_t gate;
-  const char* what;    // "queue_dealloca" or the fallback that scheduled it.
-  uint64_t signal_id;  // The first signal of the submission (0: none).
-  uint64_t signal_value;
-} hl_dealloca_op_t;
-
 // Stamps the root with this dealloca's timepoint: the pool lets its own
 // queue reuse the memory at once and other queues once the timepoint is
 // reached.
@@ -162,18 +143,24 @@ static void hl_dealloca_on_cancel(hl_op_t* base, hl_status_t status) {
   hl_dealloca_settle((hl_dealloca_op_t*)base);
 }
 
+// Ops beyond a root's first dealloca are recycled.
 static hl_recycler_t hl_dealloca_op_recycler_ =
     HL_RECYCLER_INITIALIZER(sizeof(hl_dealloca_op_t), 4096, "a dealloca op");
 
+// The recycler of |op|, or NULL for the one embedded in its root.
+static hl_recycler_t* hl_dealloca_op_recycler(hl_dealloca_op_t* op) {
+  return op == &op->root->dealloca_op ? NULL : &hl_dealloca_op_recycler_;
+}
+
 static void hl_dealloca_release(hl_op_t* base, hl_status_t status) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
-  hl_root_op_release(&hl_dealloca_op_recycler_, base, op->root, op->owns_root,
+  hl_root_op_release(hl_dealloca_op_recycler(op), base, op->root, op->owns_root,
                      false);
 }
 
 static bool hl_dealloca_release_light(hl_op_t* base, hl_status_t status) {
   hl_dealloca_op_t* op = (hl_dealloca_op_t*)base;
-  return hl_root_op_release(&hl_dealloca_op_recycler_, base, op->root,
+  return hl_root_op_release(hl_dealloca_op_recycler(op), base, op->root,
                             op->owns_root, true);
 }
 
@@ -243,8 +230,17 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
   // queue order covers them (the submission would elide them anyway).
   hl_fence_t waits;
   hl_fence_init_embedded(&waits, NULL);
-  hl_status_t st =
-      hl_recycler_alloc_default(&hl_dealloca_op_recycler_, (void**)&op);
+  // The root's own op the first time (zeroed with the root, used once: a
+  // later dealloca, after a cancelled one, may run while the first one's
+  // op is still to be released). Only the winner of |dealloca_scheduled|
+  // gets here, ordered after the previous one by it.
+  hl_status_t st = NULL;
+  if (!atomic_load_explicit(&root->dealloca_op_taken, memory_order_relaxed)) {
+    atomic_store_explicit(&root->dealloca_op_taken, true, memory_order_relaxed);
+    op = &root->dealloca_op;
+  } else {
+    st = hl_recycler_alloc_default(&hl_dealloca_op_recycler_, (void**)&op);
+  }
   if (!st) st = hl_fence_join(&waits, wait_fence);
   // Only the alloca's use on this (its affinity) queue: queue order covers
   // it, and the root's lock is not needed to know (uses_recorded). A use
@@ -266,7 +262,8 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
   if (st) {
     atomic_store(&root->dealloca_scheduled, false);
     hl_fence_deinit_embedded(&waits);
-    hl_recycler_free(&hl_dealloca_op_recycler_, op);
+    if (op != &root->dealloca_op)
+      hl_recycler_free(&hl_dealloca_op_recycler_, op);
     return st;
   }
   op->base.vtable = hl_pool_ops_run_at_once(root->device)

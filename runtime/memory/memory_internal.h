@@ -60,6 +60,28 @@ typedef struct hl_alloca_op_t {
   size_t cover_count;
 } hl_alloca_op_t;
 
+// A dealloca's op. The first dealloca of a root uses the one embedded in the
+// root (hl_root_t.dealloca_op, like its alloca's op: the root outlives it);
+// another (after a cancelled one) takes a recycled one.
+typedef struct hl_dealloca_op_t {
+  hl_op_t base;
+  // An operation reference once |owns_root|; until then borrowed from the
+  // caller of hl_root_dealloca_as.
+  struct hl_root_t* root;
+  bool owns_root;
+  bool frees;  // ASYNC pool root: free on the stream.
+  // The cancel check ran (at most once), or the free did (which settles it).
+  atomic_bool settled;
+  uint32_t queue_id;
+  uint64_t value;
+  hl_semaphore_t* timeline;  // The queue's (borrowed while in flight).
+  hl_backend_stream_t* stream;
+  hl_gated_t gate;
+  const char* what;    // "queue_dealloca" or the fallback that scheduled it.
+  uint64_t signal_id;  // The first signal of the submission (0: none).
+  uint64_t signal_value;
+} hl_dealloca_op_t;
+
 typedef struct hl_root_t {
   // Low 32 bits: every reference. High 32 bits: the subset held by in-flight
   // operations. One word, so uniqueness checks read a consistent pair.
@@ -108,8 +130,12 @@ typedef struct hl_root_t {
   // an alloca whose queue waited for it may reuse the memory at once.
   uint64_t free_signal_id;
   uint64_t free_signal_value;
-  // The alloca's op (ASYNC roots; hl_queue_alloca).
+  // The alloca's op (ASYNC roots; hl_queue_alloca), and the op of the first
+  // dealloca (|dealloca_op_taken|, set once by the dealloca that wins
+  // |dealloca_scheduled|).
   hl_alloca_op_t alloca_op;
+  hl_dealloca_op_t dealloca_op;
+  atomic_bool dealloca_op_taken;
   // Embedded: no fence allocation per root. From here on a recycled root is
   // not zeroed: hl_root_create initialises the fences (their entries beyond
   // the count are not read), and an alloca's issue writes |alloca_cover|
