@@ -58,15 +58,6 @@
 // Bins
 //===----------------------------------------------------------------------===//
 
-uint32_t hl_sa_bin(uint64_t size) {
-  uint64_t units = size / HL_SA_ALIGNMENT;
-  if (units < 16) return (uint32_t)units;
-  unsigned fl = 63u - (unsigned)__builtin_clzll(units);  // >= 4.
-  uint32_t sl = (uint32_t)(units >> (fl - 4)) & 15u;
-  uint32_t bin = 16u + (fl - 4u) * 16u + sl;
-  return bin < HL_SA_BINS ? bin : HL_SA_BINS - 1;
-}
-
 static void hl_sa_bin_insert(hl_suballocator_t* sa, hl_suballocation_t* b) {
   hl_sa_pool_t* pool = &sa->pools[b->slab->pool];
   uint32_t bin = hl_sa_bin(b->size);
@@ -140,16 +131,6 @@ static inline bool hl_sa_register_timeline(hl_suballocator_t* sa,
     return true;
   }
   return hl_sa_register_timeline_slow(sa, queue_id, timeline);
-}
-
-void hl_sa_refresh(hl_suballocator_t* sa, hl_suballocation_t* b) {
-  uint32_t q = b->free_queue;
-  if (q == HL_SUBALLOC_NO_QUEUE || q >= sa->queue_capacity) return;
-  hl_semaphore_t* timeline = sa->queues[q].timeline;
-  if (!timeline || hl_semaphore_failure(timeline)) return;
-  if (hl_semaphore_value(timeline) >= b->free_value) {
-    b->free_queue = HL_SUBALLOC_NO_QUEUE;
-  }
 }
 
 // The value of semaphore |id| the allocation is ordered after (0: none).
@@ -343,7 +324,9 @@ static void hl_sa_uncache(hl_suballocator_t* sa, hl_sa_queue_t* q) {
   hl_sa_coalesce_and_bin(sa, b);
 }
 
-void hl_sa_flush_locked(hl_suballocator_t* sa) {
+// Bins every cached block, merging it with its free neighbours: what is
+// binned is then exactly what it would be without the caches.
+static void hl_sa_flush_locked(hl_suballocator_t* sa) {
   for (uint32_t i = 0; sa->cached_blocks && i < sa->queue_capacity; ++i) {
     if (sa->queues[i].cached) hl_sa_uncache(sa, &sa->queues[i]);
   }
@@ -929,4 +912,21 @@ void hl_suballocator_reset_peaks(hl_suballocator_t* sa) {
 
 uint64_t hl_suballocator_release_threshold(hl_suballocator_t* sa) {
   return sa->release_threshold;
+}
+
+void hl_suballocator_stats(hl_suballocator_t* sa,
+                           hl_suballocator_stats_t* out_stats) {
+  hl_spinlock_lock(sa->lock);
+  // Reports describe the bins as they are without the caches.
+  hl_sa_flush_locked(sa);
+  hl_sa_stats_locked(sa, out_stats);
+  hl_spinlock_unlock(sa->lock);
+}
+
+void hl_suballocator_account(hl_suballocator_t* sa,
+                             hl_suballocator_account_t* out_account) {
+  hl_spinlock_lock(sa->lock);
+  hl_sa_flush_locked(sa);
+  hl_sa_account_locked(sa, out_account);
+  hl_spinlock_unlock(sa->lock);
 }

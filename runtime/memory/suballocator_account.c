@@ -1,5 +1,6 @@
 // The suballocator's reports: its statistics, the account of its slab bytes
-// (docs/memory.md) and the check of its invariants.
+// (docs/memory.md) and the check of its invariants. suballocator.c takes
+// the lock (and bins the caches) around the first two.
 
 #include <string.h>
 
@@ -43,11 +44,8 @@ void hl_sa_account_locked(const hl_suballocator_t* sa,
 }
 
 //===----------------------------------------------------------------------===//
-void hl_suballocator_stats(hl_suballocator_t* sa,
-                           hl_suballocator_stats_t* out_stats) {
-  hl_spinlock_lock(sa->lock);
-  // Reports describe the bins as they are without the caches.
-  hl_sa_flush_locked(sa);
+void hl_sa_stats_locked(hl_suballocator_t* sa,
+                        hl_suballocator_stats_t* out_stats) {
   *out_stats = sa->stats;
   out_stats->free_bytes = sa->stats.slab_bytes - sa->stats.used_bytes;
   out_stats->largest_free_block = 0;
@@ -64,15 +62,6 @@ void hl_suballocator_stats(hl_suballocator_t* sa,
       }
     }
   }
-  hl_spinlock_unlock(sa->lock);
-}
-
-void hl_suballocator_account(hl_suballocator_t* sa,
-                             hl_suballocator_account_t* out_account) {
-  hl_spinlock_lock(sa->lock);
-  hl_sa_flush_locked(sa);
-  hl_sa_account_locked(sa, out_account);
-  hl_spinlock_unlock(sa->lock);
 }
 
 uint32_t hl_suballocator_cached_blocks(hl_suballocator_t* sa) {

@@ -1,6 +1,7 @@
 // The suballocator's records (blocks, slabs, bins) and the helpers its
-// files share: suballocator.c (fit, growth, giving back) and
-// suballocator_account.c (statistics, the account, the invariants).
+// files share: suballocator.c (fit, caches, growth, giving back) uses
+// suballocator_account.c (statistics, the account, the invariants), never
+// the other way round.
 #ifndef HIPLINE_RUNTIME_MEMORY_SUBALLOCATOR_INTERNAL_H_
 #define HIPLINE_RUNTIME_MEMORY_SUBALLOCATOR_INTERNAL_H_
 
@@ -105,13 +106,30 @@ struct hl_suballocator_t {
 };
 
 // The bin of a free block of |size| bytes.
-uint32_t hl_sa_bin(uint64_t size);
+static inline uint32_t hl_sa_bin(uint64_t size) {
+  uint64_t units = size / HL_SA_ALIGNMENT;
+  if (units < 16) return (uint32_t)units;
+  unsigned fl = 63u - (unsigned)__builtin_clzll(units);  // >= 4.
+  uint32_t sl = (uint32_t)(units >> (fl - 4)) & 15u;
+  uint32_t bin = 16u + (fl - 4u) * 16u + sl;
+  return bin < HL_SA_BINS ? bin : HL_SA_BINS - 1;
+}
+
 // Clears |b|'s timepoint when its queue's timeline has reached it.
-void hl_sa_refresh(hl_suballocator_t* sa, hl_suballocation_t* b);
-// Bins every cached block, merging it with its free neighbours (|sa|'s lock
-// held): what is binned is then exactly what it would be without the
-// caches.
-void hl_sa_flush_locked(hl_suballocator_t* sa);
+static inline void hl_sa_refresh(hl_suballocator_t* sa, hl_suballocation_t* b) {
+  uint32_t q = b->free_queue;
+  if (q == HL_SUBALLOC_NO_QUEUE || q >= sa->queue_capacity) return;
+  hl_semaphore_t* timeline = sa->queues[q].timeline;
+  if (!timeline || hl_semaphore_failure(timeline)) return;
+  if (hl_semaphore_value(timeline) >= b->free_value) {
+    b->free_queue = HL_SUBALLOC_NO_QUEUE;
+  }
+}
+
+// The statistics (suballocator_account.c), with |sa|'s lock held and its
+// caches binned.
+void hl_sa_stats_locked(hl_suballocator_t* sa,
+                        hl_suballocator_stats_t* out_stats);
 // Fills |out| with where the slab bytes are now (|sa|'s lock held).
 void hl_sa_account_locked(const hl_suballocator_t* sa,
                           hl_suballocator_account_t* out);
