@@ -4,7 +4,8 @@
 // Files: state.c (a device's memory state, its pool and statistics),
 // root.c (roots), buffer.c (buffer views), alloca.c and dealloca.c (the
 // queue operations), fallback.c (a root's last references and the fallback
-// release), transfer.c, suballocator.c. One tie is by design:
+// release), transfer.c, suballocator.c (and suballocator_account.c, its
+// reports). One tie is by design:
 // fallback.c <-> dealloca.c. The fallback frees an un-escaped root with a
 // queue-ordered dealloca (hl_root_dealloca_as), and a dealloca whose wait
 // failed drops the last reference of a still-live root, which then goes to
