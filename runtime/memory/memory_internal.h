@@ -2,14 +2,12 @@
 // fallback reclaimer.
 //
 // Files: state.c (a device's memory state, its pool and statistics),
-// root.c (roots), buffer.c (buffer views), alloca.c and dealloca.c (the
-// queue operations), fallback.c (a root's last references and the fallback
-// release), transfer.c, suballocator.c (and suballocator_account.c, its
-// reports). One tie is by design:
-// fallback.c <-> dealloca.c. The fallback frees an un-escaped root with a
-// queue-ordered dealloca (hl_root_dealloca_as), and a dealloca whose wait
-// failed drops the last reference of a still-live root, which then goes to
-// the fallback as an orphan (hl_root_release_for_op): the two recurse.
+// root.c (roots), buffer.c (buffer views), alloca.c (the alloca op),
+// release.c (the dealloca op, a root's last references and the fallback
+// release: one file, because the fallback frees with a dealloca and a
+// failed dealloca can hand a root to the fallback), transfer.c,
+// suballocator.c (and suballocator_account.c, its reports). No circle of
+// files (tools/check_circles.py).
 #ifndef HIPLINE_RUNTIME_MEMORY_MEMORY_INTERNAL_H_
 #define HIPLINE_RUNTIME_MEMORY_MEMORY_INTERNAL_H_
 
@@ -401,7 +399,7 @@ hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
 #define HL_ROOT_OP_REF ((UINT64_C(1) << 32) + 1)
 
 // Shared between the files of memory state, roots, the fallback release
-// and buffers (state.c, root.c, fallback.c, buffer.c).
+// and buffers (state.c, root.c, release.c, buffer.c).
 extern hl_recycler_t hl_buffer_recycler_;
 hl_status_t hl_root_create(hl_device_t* device, hl_queue_t* affinity,
                            hl_root_memory_t memory, hl_buffer_origin_t origin,
@@ -425,7 +423,7 @@ hl_status_t hl_buffer_create_view_adopting(hl_root_t* root, uint64_t offset,
   static const hl_op_vtable_t op##_vtable_at_once = {                \
       HL_POOL_OP_FIELDS(op), .run_at_once = op##_run_at_once}
 
-// Used by alloca.c and dealloca.c; defined in dealloca.c and state.c.
+// Used by alloca.c and release.c; defined in release.c and state.c.
 // |recycler| NULL: the op is embedded in |root| (nothing to recycle).
 bool hl_root_op_release(hl_recycler_t* recycler, hl_op_t* op, hl_root_t* root,
                         bool owns, bool light);

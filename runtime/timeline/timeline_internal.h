@@ -42,8 +42,7 @@
 // thread's flush waits for issuers) while each queue holds its device.
 // Cutting it would turn those direct calls into callbacks with nothing
 // gained: to the layers above, the timeline is one unit behind this header
-// (tools/check_circles.py allows circles inside this folder, and no other
-// but the memory layer's dealloca.c <-> fallback.c, see memory_internal.h).
+// (tools/check_circles.py allows circles inside this folder, and no other).
 #ifndef HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
 #define HIPLINE_RUNTIME_TIMELINE_TIMELINE_INTERNAL_H_
 
