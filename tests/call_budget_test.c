@@ -34,6 +34,10 @@
 
 enum { kShort = 8, kLong = 136, kMaxEntries = 128 };
 
+// A host copy of this size goes through three pinned staging pieces on the
+// hip backend (HL_HIP_STAGING_MAX_BYTES is 4 MiB).
+#define kStagedBytes ((uint64_t)9 << 20)
+
 // Set-up and tear-down cancel in the difference except where they run:
 // the last release of a device may run on hipline's destroy thread in one
 // run and on the caller in the other. A few such calls, spread over the
@@ -50,6 +54,8 @@ typedef struct child_t {
   hl_buffer_t* buffers[8];
   hl_semaphore_t* semaphore;
   hl_fence_t* fence;
+  hl_buffer_t* large;  // kStagedBytes, for the staged copies.
+  void* host;
 } child_t;
 
 static void child_fence(child_t* c, uint64_t value) {
@@ -79,6 +85,19 @@ static void child_op(child_t* c, const char* op, uint64_t i) {
     HL_ASSERT_OK(hl_queue_dealloca(strcmp(op, "alloca") == 0 ? q0 : q1, NULL,
                                    NULL, buffer));
     hl_buffer_release(buffer);
+  } else if (strcmp(op, "read-staged") == 0) {
+    // Three staging pieces (4 MiB, 4 MiB, 1 MiB) into host memory. Each
+    // copy is waited for on the host (no driver call on this thread), so
+    // the pinned chunks are reused rather than grown with the device's lag.
+    child_fence(c, i + 1);
+    HL_ASSERT_OK(
+        hl_queue_read(q0, NULL, c->fence, c->large, 0, c->host, kStagedBytes));
+    HL_ASSERT_OK(hl_semaphore_wait(c->semaphore, i + 1, HL_INFINITE_FUTURE));
+  } else if (strcmp(op, "write-staged") == 0) {
+    child_fence(c, i + 1);
+    HL_ASSERT_OK(
+        hl_queue_write(q0, NULL, c->fence, c->host, c->large, 0, kStagedBytes));
+    HL_ASSERT_OK(hl_semaphore_wait(c->semaphore, i + 1, HL_INFINITE_FUTURE));
   } else if (strcmp(op, "wait-idle") == 0) {
     HL_ASSERT_OK(hl_device_wait_idle(c->device, HL_INFINITE_FUTURE));
   } else {
@@ -127,6 +146,13 @@ static int child_main(const char* op, long n) {
   HL_ASSERT_OK(hl_semaphore_create(0, hl_allocator_system(), &c.semaphore));
   HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &c.fence));
   HL_ASSERT_OK(hl_device_wait_idle(c.device, HL_INFINITE_FUTURE));
+  if (strncmp(op, "read-", 5) == 0 || strncmp(op, "write-", 6) == 0) {
+    HL_ASSERT_OK(
+        hl_queue_alloca(c.queues[0], NULL, NULL, kStagedBytes, 0, &c.large));
+    c.host = calloc(1, kStagedBytes);
+    assert_non_null(c.host);
+    HL_ASSERT_OK(hl_device_wait_idle(c.device, HL_INFINITE_FUTURE));
+  }
   hl_command_buffer_t* cb = NULL;
   if (strcmp(op, "command-buffer") == 0) cb = child_command_buffer(&c);
   for (long i = 0; i < n; ++i) {
@@ -138,6 +164,11 @@ static int child_main(const char* op, long n) {
   }
   HL_ASSERT_OK(hl_device_wait_idle(c.device, HL_INFINITE_FUTURE));
   hl_command_buffer_release(cb);
+  if (c.large) {
+    HL_ASSERT_OK(hl_queue_dealloca(c.queues[0], NULL, NULL, c.large));
+    hl_buffer_release(c.large);
+  }
+  free(c.host);
   hl_fence_release(c.fence);
   hl_semaphore_release(c.semaphore);
   for (size_t i = 0; i < 8; ++i) {
@@ -341,6 +372,20 @@ static void test_command_buffer(void** state) {
   check_budget("command-buffer", "hipline", 1, 1);
 }
 
+static void test_read_staged(void** state) {
+  (void)state;
+  // Three pieces: three copies into pinned chunks, and one host function at
+  // the end that delivers them all (not one per piece). The completer's
+  // wait for the host waiter is on hipline's thread.
+  check_budget("read-staged", "hipline", 4, 1);
+}
+
+static void test_write_staged(void** state) {
+  (void)state;
+  // Three copies from pinned chunks, one host function that releases them.
+  check_budget("write-staged", "hipline", 4, 1);
+}
+
 static void test_wait_idle(void** state) {
   (void)state;
   // Two idle queues: one stream synchronization each; the pool's
@@ -367,6 +412,8 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_alloca_cross_driver),
       cmocka_unit_test(test_alloca_cross_hipline),
       cmocka_unit_test(test_command_buffer),
+      cmocka_unit_test(test_read_staged),
+      cmocka_unit_test(test_write_staged),
       cmocka_unit_test(test_wait_idle),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,7 +46,8 @@
   ((size_t)1 << (HL_HIP_STAGING_MIN_SHIFT + HL_HIP_STAGING_CLASSES - 1))
 
 typedef struct hl_hip_staging_t {
-  struct hl_hip_staging_t* next;  // In the free list.
+  // In the free list, or in the chain of one copy in flight.
+  struct hl_hip_staging_t* next;
   struct hl_hip_backend_t* backend;
   void* pinned;  // hipHostMalloc'd, 1 << (MIN_SHIFT + size_class) bytes.
   int size_class;

@@ -278,16 +278,18 @@ static void hl_hip_staging_release(hl_hip_staging_t* chunk) {
   mtx_unlock(&backend->staging_mutex);
 }
 
-// Stream-ordered host functions (no HIP calls: they may run on HIP's
-// callback thread). The device-to-host one delivers the bytes first.
-static void hl_hip_staging_release_fn(void* user) {
-  hl_hip_staging_release(user);
-}
-
-static void hl_hip_staging_deliver_fn(void* user) {
+// The stream-ordered host function at the end of a staged copy (no HIP
+// calls: it may run on HIP's callback thread). |user| is the copy's chain
+// of chunks, linked by |next|: each device-to-host chunk delivers its bytes,
+// then every chunk goes back to its free list.
+static void hl_hip_staging_finish_fn(void* user) {
   hl_hip_staging_t* chunk = user;
-  memcpy(chunk->host, chunk->pinned, chunk->size);
-  hl_hip_staging_release(chunk);
+  while (chunk) {
+    hl_hip_staging_t* next = chunk->next;
+    if (chunk->host) memcpy(chunk->host, chunk->pinned, chunk->size);
+    hl_hip_staging_release(chunk);
+    chunk = next;
+  }
 }
 
 // Returns every free chunk to the system. In-flight chunks must be done
@@ -311,12 +313,13 @@ void hl_hip_staging_deinitialize(hl_hip_backend_t* backend) {
   }
 }
 
-// One piece (<= HL_HIP_STAGING_MAX_BYTES) of a copy with a host side.
+// One piece (<= HL_HIP_STAGING_MAX_BYTES) of a copy with a host side: its
+// copy through a staging chunk, which it appends to |*tail| once enqueued
+// (the copy's host function delivers and releases it).
 static hl_status_t hl_hip_memcpy_staged(hl_hip_backend_t* backend, char* dst,
                                         const char* src, size_t size,
-                                        bool to_device,
-                                        hl_backend_stream_t* stream) {
-  hipStream_t handle = hl_hip_stream_handle(stream);
+                                        bool to_device, hipStream_t handle,
+                                        hl_hip_staging_t*** tail) {
   hl_hip_staging_t* chunk = NULL;
   HL_RETURN_IF_ERROR_PLAIN(hl_hip_staging_acquire(backend, size, &chunk));
   hl_status_t status;
@@ -341,14 +344,46 @@ static hl_status_t hl_hip_memcpy_staged(hl_hip_backend_t* backend, char* dst,
     hl_hip_staging_release(chunk);
     return status;
   }
-  status = hl_hip_launch_host_func(
-      &backend->base, stream,
-      to_device ? hl_hip_staging_release_fn : hl_hip_staging_deliver_fn, chunk);
-  if (!hl_status_is_ok(status)) {
-    // The copy is enqueued and may still read or write the chunk: leak it
-    // rather than reuse it (the stream is broken anyway).
-    HL_LOG_ERROR("hip device %d: leaking staging chunk %p", backend->ordinal,
-                 chunk->pinned);
+  **tail = chunk;
+  *tail = &chunk->next;
+  return status;
+}
+
+// A copy with host memory on one side, through pinned staging in pieces,
+// ended by one host function that delivers (device to host) and releases
+// every chunk: one driver call per piece and one for the whole copy. When a
+// piece fails, the pieces enqueued before it are still ended the same way.
+static hl_status_t hl_hip_memcpy_through_staging(hl_hip_backend_t* backend,
+                                                 char* dst, const char* src,
+                                                 size_t size, bool to_device,
+                                                 hl_backend_stream_t* stream) {
+  hipStream_t handle = hl_hip_stream_handle(stream);
+  hl_hip_staging_t* chain = NULL;
+  hl_hip_staging_t** tail = &chain;
+  hl_status_t status = hl_ok_status();
+  for (size_t offset = 0; offset < size;) {
+    size_t piece = size - offset;
+    if (piece > HL_HIP_STAGING_MAX_BYTES) piece = HL_HIP_STAGING_MAX_BYTES;
+    status = hl_hip_memcpy_staged(backend, dst + offset, src + offset, piece,
+                                  to_device, handle, &tail);
+    if (!hl_status_is_ok(status)) {
+      status = hl_status_annotate(
+          status, "copying bytes [%zu, %zu) of %zu through pinned staging",
+          offset, offset + piece, size);
+      break;
+    }
+    offset += piece;
+  }
+  if (!chain) return status;
+  hl_status_t ended = hl_hip_launch_host_func(&backend->base, stream,
+                                              hl_hip_staging_finish_fn, chain);
+  if (!hl_status_is_ok(ended)) {
+    // The copies are enqueued and may still read or write the chunks: leak
+    // them rather than reuse them (the stream is broken anyway).
+    HL_LOG_ERROR("hip device %d: leaking the staging chunks of a %zu-byte copy",
+                 backend->ordinal, size);
+    if (hl_status_is_ok(status)) return ended;
+    hl_status_ignore(ended);
   }
   return status;
 }
@@ -369,18 +404,8 @@ hl_status_t hl_hip_memcpy_async(hl_backend_t* base, void* dst, const void* src,
         "hipMemcpyAsync(%p <- %p, %zu bytes, stream %p)", dst, src, size,
         (void*)handle);
   }
-  // Host memory on one side: through pinned staging, in pieces.
-  for (size_t offset = 0; offset < size;) {
-    size_t piece = size - offset;
-    if (piece > HL_HIP_STAGING_MAX_BYTES) piece = HL_HIP_STAGING_MAX_BYTES;
-    HL_RETURN_IF_ERROR(hl_hip_memcpy_staged(backend, (char*)dst + offset,
-                                            (const char*)src + offset, piece,
-                                            dst_device, stream),
-                       "copying bytes [%zu, %zu) of %zu through pinned staging",
-                       offset, offset + piece, size);
-    offset += piece;
-  }
-  return hl_ok_status();
+  return hl_hip_memcpy_through_staging(backend, (char*)dst, (const char*)src,
+                                       size, dst_device, stream);
 }
 
 hl_status_t hl_hip_memset32_async(hl_backend_t* base, void* dst, uint32_t value,
