@@ -24,12 +24,10 @@ target_compile_definitions(backend_hip_gpu_test PRIVATE HL_HIP_TEST_GPU=1)
 # LD_LIBRARY_PATH; hl_hip_test_runtime_env holds the environment of the
 # default (6.2) one for the conformance registrations in other *.cmake files.
 set(hl_trt_dir ${PROJECT_BINARY_DIR}/hip_test_runtime)
-foreach(variant 6.2 5.2)
-  string(REPLACE "." "_" v ${variant})
-  string(REPLACE "." ";" parts ${variant})
-  list(GET parts 0 major)
-  list(GET parts 1 minor)
-  add_library(hl_hip_test_runtime_${v} SHARED
+# hl_trt_library(TARGET DIR MAJOR MINOR [DEFINITIONS...]): one build of the
+# hip test runtime, written to ${hl_trt_dir}/DIR/libamdhip64.so.
+function(hl_trt_library target dir major minor)
+  add_library(${target} SHARED
     ${CMAKE_CURRENT_SOURCE_DIR}/hip_test_runtime/hip_test_runtime.c
     ${CMAKE_CURRENT_SOURCE_DIR}/hip_test_runtime/call_counts.c
     ${CMAKE_CURRENT_SOURCE_DIR}/hip_test_runtime/trt_twins.c
@@ -37,18 +35,29 @@ foreach(variant 6.2 5.2)
     ${PROJECT_SOURCE_DIR}/runtime/base/time.c
     # TSan builds: C11 threads on intercepted pthread calls (see the file).
     ${PROJECT_SOURCE_DIR}/runtime/base/tsan_threads.c)
-  target_include_directories(hl_hip_test_runtime_${v} PRIVATE
+  target_include_directories(${target} PRIVATE
     ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)
-  target_compile_definitions(hl_hip_test_runtime_${v} PRIVATE
+  target_compile_definitions(${target} PRIVATE
     _GNU_SOURCE HL_TRT_ROCM_MAJOR=${major} HL_TRT_ROCM_MINOR=${minor}
-    HIPLINE_STATIC_DEFINE)
-  target_compile_options(hl_hip_test_runtime_${v} PRIVATE -fvisibility=hidden)
-  target_link_libraries(hl_hip_test_runtime_${v} PRIVATE hipline_warnings
+    HIPLINE_STATIC_DEFINE ${ARGN})
+  target_compile_options(${target} PRIVATE -fvisibility=hidden)
+  target_link_libraries(${target} PRIVATE hipline_warnings
     Threads::Threads ${CMAKE_DL_LIBS})
-  set_target_properties(hl_hip_test_runtime_${v} PROPERTIES
+  set_target_properties(${target} PROPERTIES
     OUTPUT_NAME amdhip64
-    LIBRARY_OUTPUT_DIRECTORY ${hl_trt_dir}/rocm-${variant})
+    LIBRARY_OUTPUT_DIRECTORY ${hl_trt_dir}/${dir})
+endfunction()
+foreach(variant 6.2 5.2)
+  string(REPLACE "." "_" v ${variant})
+  string(REPLACE "." ";" parts ${variant})
+  list(GET parts 0 major)
+  list(GET parts 1 minor)
+  hl_trt_library(hl_hip_test_runtime_${v} rocm-${variant} ${major} ${minor})
 endforeach()
+# One more: ROCm 6.2's symbol set without the optional graph entries, for
+# the command buffer's fallback to stream replay.
+hl_trt_library(hl_hip_test_runtime_nograph rocm-6.2-nograph 6 2
+  HL_TRT_NO_GRAPH=1)
 set(hl_hip_test_runtime_env
   "LD_LIBRARY_PATH=${hl_trt_dir}/rocm-6.2" "HIPLINE_TEST_BACKEND=hip")
 

@@ -5,7 +5,10 @@ hl_add_test(call_budget_test
   SOURCES call_budget_test.c
   LABELS call-budget hip
   TIMEOUT 240)
-add_dependencies(call_budget_test hl_hip_test_runtime_6_2)
+add_dependencies(call_budget_test hl_hip_test_runtime_6_2
+  hl_hip_test_runtime_nograph)
+target_compile_definitions(call_budget_test PRIVATE
+  HL_TRT_NOGRAPH_DIR="${hl_trt_dir}/rocm-6.2-nograph")
 set_tests_properties(call_budget_test PROPERTIES
   ENVIRONMENT "LD_LIBRARY_PATH=${hl_trt_dir}/rocm-6.2")
 

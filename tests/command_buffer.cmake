@@ -19,3 +19,16 @@ hl_add_test(command_buffer_fork_test
 foreach(part "" _property _fork)
   hl_add_cts(command_buffer${part}_test GPU)
 endforeach()
+
+# The same on a HIP library without the graph entries: every command buffer
+# replays on the stream (runtime/backend/hip/hip_graph.c).
+foreach(part "" _property _fork)
+  add_test(NAME command_buffer${part}_test_hiprt_nograph
+    COMMAND command_buffer${part}_test)
+  get_test_property(command_buffer${part}_test_hiprt LABELS labels)
+  get_test_property(command_buffer${part}_test_hiprt TIMEOUT timeout)
+  add_dependencies(command_buffer${part}_test hl_hip_test_runtime_nograph)
+  set_tests_properties(command_buffer${part}_test_hiprt_nograph PROPERTIES
+    ENVIRONMENT "LD_LIBRARY_PATH=${hl_trt_dir}/rocm-6.2-nograph;HIPLINE_TEST_BACKEND=hip"
+    LABELS "${labels}" TIMEOUT ${timeout})
+endforeach()

@@ -73,6 +73,19 @@
 
 #define TRT_EXPORT __attribute__((visibility("default")))
 
+#if HL_TRT_NO_GRAPH
+// A HIP library without the graph entries (the symbol table's optional
+// hipStreamBeginCapture ... hipGraphDestroy): they are built under other
+// names, so the backend's dlsym finds none of them and command buffers
+// replay on the stream.
+#define hipStreamBeginCapture trt_absent_hipStreamBeginCapture
+#define hipStreamEndCapture trt_absent_hipStreamEndCapture
+#define hipGraphInstantiate trt_absent_hipGraphInstantiate
+#define hipGraphLaunch trt_absent_hipGraphLaunch
+#define hipGraphExecDestroy trt_absent_hipGraphExecDestroy
+#define hipGraphDestroy trt_absent_hipGraphDestroy
+#endif
+
 // Every entry point of the backend's table, declared with the table's own
 // types so a definition below that disagrees with the table fails to build.
 #define HL_HIP_PFN(kind, return_type, name, params) \
