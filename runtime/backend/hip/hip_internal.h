@@ -77,9 +77,12 @@ typedef struct hl_hip_backend_t {
   _Atomic int64_t live_modules;
   // Live block -> size in bytes and allocating stream.
   hl_hip_size_map_t sizes;
-  // Held shared by every free across its driver calls and exclusively by
-  // stream destruction, so a free never enqueues on a stream being
-  // destroyed, and frees never wait for each other.
+  // Held shared by a free while it looks up the block's allocating stream
+  // and, only when that is another live stream, across the redirect's
+  // driver calls (hl_hip_free_cross_stream_locked); exclusively by stream
+  // destruction. So a free never enqueues on a stream being destroyed,
+  // frees never wait for each other, and a same-stream free makes no
+  // driver call under it.
   pthread_rwlock_t free_lock;
   // Events for cross-stream frees (hl_hip_free_after), reused: a stream
   // wait takes the event's state when it is enqueued. A leaf lock.

@@ -196,6 +196,31 @@ static hl_status_t hl_hip_free_after(hl_hip_backend_t* backend, void* ptr,
       (void*)owner, (void*)stream);
 }
 
+// A free on another stream than the allocating one (|owner|), with
+// |backend->free_lock| held shared (it keeps |owner| from being destroyed
+// while the redirect enqueues on it). The driver calls made under the lock
+// are this path's only ones: the query and the redirect.
+static hl_status_t hl_hip_free_cross_stream_locked(hl_hip_backend_t* backend,
+                                                   void* ptr, hipStream_t owner,
+                                                   hipStream_t handle) {
+  // A freeing stream with nothing pending orders the free after nothing:
+  // every use of the block has completed, so the allocating stream may
+  // reuse it at once and the free needs no redirect. Callers that give
+  // back idle memory (the suballocator's trim) rely on this to find the
+  // block trimmable once |handle| is synchronized.
+  hipError_t idle = backend->syms->hipStreamQuery(handle);
+  if (idle == hipSuccess) {
+    return HL_HIP_RESULT_TO_STATUS(backend->syms, hipFreeAsync(ptr, handle),
+                                   "hipFreeAsync(%p, idle stream %p)", ptr,
+                                   (void*)handle);
+  }
+  if (idle != hipErrorNotReady) {
+    return hl_hip_result_to_status(backend->syms, idle, __FILE__, __LINE__,
+                                   "hipStreamQuery(stream %p)", (void*)handle);
+  }
+  return hl_hip_free_after(backend, ptr, owner, handle);
+}
+
 hl_status_t hl_hip_free_async_on_device(hl_backend_t* base, void* ptr,
                                         hl_backend_stream_t* stream) {
   if (!ptr) return hl_ok_status();
@@ -212,41 +237,31 @@ hl_status_t hl_hip_free_async_on_device(hl_backend_t* base, void* ptr,
                           ptr, backend->ordinal);
   }
   hl_status_t status = hl_ok_status();
-  bool redirect = owner && owner != (void*)handle;
-  if (redirect) {
-    // A freeing stream with nothing pending orders the free after nothing:
-    // every use of the block has completed, so the allocating stream may
-    // reuse it at once and the free needs no redirect. Callers that give
-    // back idle memory (the suballocator's trim) rely on this to find the
-    // block trimmable once |stream| is synchronized.
-    hipError_t idle = backend->syms->hipStreamQuery(handle);
-    if (idle == hipSuccess) {
-      redirect = false;
-    } else if (idle != hipErrorNotReady) {
-      status =
-          hl_hip_result_to_status(backend->syms, idle, __FILE__, __LINE__,
-                                  "hipStreamQuery(stream %p)", (void*)handle);
+  if (owner && owner != (void*)handle) {
+    status = hl_hip_free_cross_stream_locked(backend, ptr, (hipStream_t)owner,
+                                             handle);
+    if (!hl_status_is_ok(status)) {
+      // The block is still live; keep accounting for it.
+      hl_status_ignore(
+          hl_hip_size_map_insert_owned(&backend->sizes, ptr, size, owner));
     }
-  }
-  if (hl_status_is_ok(status) && redirect) {
-    status = hl_hip_free_after(backend, ptr, (hipStream_t)owner, handle);
-  } else if (hl_status_is_ok(status)) {
-    // Same stream, an idle freeing stream, or the allocating stream is gone
-    // (its destruction synchronized it, and ROCm dropped it from the
-    // block's safe streams).
+    pthread_rwlock_unlock(&backend->free_lock);
+  } else {
+    // Same stream, or the allocating stream is gone (its destruction
+    // synchronized it, and ROCm dropped it from the block's safe streams):
+    // the free enqueues on the caller's own stream, outside the lock.
+    pthread_rwlock_unlock(&backend->free_lock);
     status =
         HL_HIP_RESULT_TO_STATUS(backend->syms, hipFreeAsync(ptr, handle),
                                 "hipFreeAsync(%p, %llu bytes, stream %p)", ptr,
                                 (unsigned long long)size, (void*)handle);
+    if (!hl_status_is_ok(status)) {
+      // Still live, and |owner| is the caller's stream or none.
+      hl_status_ignore(
+          hl_hip_size_map_insert_owned(&backend->sizes, ptr, size, owner));
+    }
   }
-  if (!hl_status_is_ok(status)) {
-    // The block is still live; keep accounting for it.
-    hl_status_ignore(
-        hl_hip_size_map_insert_owned(&backend->sizes, ptr, size, owner));
-    pthread_rwlock_unlock(&backend->free_lock);
-    return status;
-  }
-  pthread_rwlock_unlock(&backend->free_lock);
+  if (!hl_status_is_ok(status)) return status;
   atomic_fetch_sub(&backend->used_bytes, size);
   atomic_fetch_add(&backend->free_count, 1);
   return hl_ok_status();
