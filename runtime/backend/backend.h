@@ -131,6 +131,11 @@ typedef struct hl_backend_vtable_t {
   void (*stream_destroy)(hl_backend_t* backend, hl_backend_stream_t* stream);
   hl_status_t (*stream_synchronize)(hl_backend_t* backend,
                                     hl_backend_stream_t* stream);
+  // Optional: *out_idle is true when every piece of work enqueued on
+  // |stream| so far has completed. Does not block. NULL: a caller that
+  // would poll waits with stream_synchronize instead.
+  hl_status_t (*stream_query)(hl_backend_t* backend,
+                              hl_backend_stream_t* stream, bool* out_idle);
 
   // Events mark a point on a stream. A recorded event completes when the work
   // enqueued on that stream before the record completes. An event never

@@ -1,6 +1,6 @@
-// The completion side of a queue: publishing a finished submission, the
-// pumps that issue what became issuable, and the completer thread of queues
-// completed by events (HIP).
+// The completion side of a queue: publishing a finished submission and the
+// pumps that issue what became issuable. The completer thread of queues
+// completed by events (HIP) is in device_completer.c.
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +57,8 @@ void hl_submission_publish_outcome_locked(hl_submission_t* sub,
 // to the issuer's step 3, under the queue lock the issuer takes anyway.
 _Thread_local hl_submission_t* hl_issuing_completion_;
 
-static void hl_submission_complete_dropping(hl_submission_t* sub,
-                                            hl_shared_event_t* held) {
+void hl_submission_complete_dropping(hl_submission_t* sub,
+                                     hl_shared_event_t* held) {
   hl_queue_t* queue = sub->queue;
   // The clean-up (which drops the submission's queue reference, and maybe
   // the device's) counts as pending before any signal is visible: a thread
@@ -116,7 +116,6 @@ void hl_submission_finish(hl_submission_t* sub) {
 // Issues pending submissions of |queue| unless another thread is at it.
 // The queue's lock held (released and retaken while issuing: callers must
 // not keep state across the call).
-static bool hl_queue_pump_issue_locked(hl_queue_t* queue);
 void hl_queue_pump_locked(hl_queue_t* queue) {
   // The issuer releases the lock while it issues; it picks up whatever is
   // submitted meanwhile before it stops. An issuer stopped at a host step
@@ -130,7 +129,7 @@ void hl_queue_pump_locked(hl_queue_t* queue) {
 // has not been submitted. The queue's lock held; released while issuing.
 // Returns true when issuing stopped at a host step: the queue's completer
 // thread now holds the issuer's role.
-static bool hl_queue_pump_issue_locked(hl_queue_t* queue) {
+bool hl_queue_pump_issue_locked(hl_queue_t* queue) {
   while (queue->pending_head) {
     hl_submission_t* sub = queue->pending_head;
     hl_submission_unpark_locked(sub);
@@ -178,188 +177,6 @@ static bool hl_queue_pump_issue_locked(hl_queue_t* queue) {
   }
   queue->head_parked = false;
   return false;
-}
-
-//===----------------------------------------------------------------------===//
-// Completer (queues completed by events)
-//===----------------------------------------------------------------------===//
-
-// Set on completer threads: like the device's work thread, they never block
-// on a queue's depth (they are what makes room).
-_Thread_local bool hl_on_completer_thread_;
-
-bool hl_device_on_runtime_thread(hl_device_t* device) {
-  return hl_on_completer_thread_ ||
-         thrd_equal(thrd_current(), device->work_thread);
-}
-
-// Appends |sub| (a finished issue, or a host step) to the completer's list.
-// Any lock may be held: the completer's mutex is a leaf.
-void hl_queue_completer_push(hl_queue_t* queue, hl_submission_t* sub) {
-  sub->completer_next = NULL;
-  mtx_lock(&queue->completer_mutex);
-  if (queue->completer_tail) {
-    queue->completer_tail->completer_next = sub;
-  } else {
-    queue->completer_head = sub;
-  }
-  queue->completer_tail = sub;
-  atomic_fetch_add(&queue->completer_pushed, 1);
-  if (queue->completer_sleeping) cnd_signal(&queue->completer_cond);
-  mtx_unlock(&queue->completer_mutex);
-}
-
-// A submission whose waits were issued as device-side event waits has
-// finished on the stream once its producers' events completed, but their
-// completers may not have published yet (each queue has its own). Before
-// |sub| publishes, or runs a host step, wait until every semaphore it waited
-// on has reached its value or failed on the host side, so that a failed
-// producer fails |sub| too (hl_submission_gate_check) and success never
-// overtakes a failure. Bounded: each producer's event has completed.
-static void hl_submission_await_producers(hl_queue_t* queue,
-                                          hl_submission_t* sub) {
-  if (atomic_load(&sub->failure)) return;
-  for (size_t i = 0; i < sub->wait_count; ++i) {
-    hl_semaphore_t* s = sub->waits[i].semaphore;
-    if (s == queue->timeline) continue;
-    hl_status_ignore(
-        hl_semaphore_wait(s, sub->waits[i].value, HL_INFINITE_FUTURE));
-  }
-}
-
-// Runs one entry of the completer's list: waits (blocking, on this thread
-// only) until the stream has passed the entry's point, unless |reached|
-// says a later point of the stream has been waited for already, then
-// publishes the submission or runs its host step and goes on issuing.
-static void hl_queue_completer_run(hl_queue_t* queue, hl_submission_t* sub,
-                                   bool reached) {
-  hl_backend_t* backend = queue->device->backend;
-  hl_gated_t* step = sub->host_step;
-  hl_shared_event_t* held = sub->completer_event;
-  hl_backend_event_t* event = step   ? sub->step_event
-                              : held ? held->event
-                                     : NULL;
-  hl_status_t st = NULL;
-  if (!reached) {
-    HL_TRACE_ZONE_BEGIN(zone, "hl_queue_completer_wait");
-    st = event ? backend->vtable->event_synchronize(backend, event)
-               : backend->vtable->stream_synchronize(backend, queue->stream);
-    HL_TRACE_ZONE_END(zone);
-  }
-  if (st) {
-    // The stream is broken: the submission fails, and so does the queue.
-    hl_submission_fail(
-        sub,
-        hl_status_annotate(st, "waiting for queue %u submission %llu",
-                           queue->id, (unsigned long long)sub->value),
-        true);
-  }
-  hl_submission_await_producers(queue, sub);
-  if (!step) {
-    sub->completer_event = NULL;
-    hl_submission_complete_dropping(sub, held);
-    return;
-  }
-  // The host step: the stream has run everything before it and waits for
-  // nothing after it (the rest is not issued yet).
-  sub->host_step = NULL;
-  sub->step_event = NULL;
-  hl_gated_thunk(step);
-  // Take the issuer's role back up where it stopped.
-  hl_queue_lock(queue);
-  hl_queue_issuer_begin_locked(queue);
-  hl_queue_unlock(queue);
-  if (hl_queue_issue_unlocked(queue, sub, &sub->plan)) return;
-  hl_queue_lock(queue);
-  hl_queue_publish_issue_locked(queue, sub, &sub->plan);
-  if (!hl_queue_pump_issue_locked(queue)) queue->issuing = false;
-  hl_queue_unlock(queue);
-}
-
-// Completes a batch the completer took from its list, in order. Entries
-// that run no host step form runs; one wait covers a run (the stream passed
-// every earlier point before its last): on the last entry's event when it
-// has one, else on the stream (issued without an event; a stream
-// synchronization waits for what was enqueued when it was called, which
-// includes every entry of the run). So a batch costs one driver call
-// however many submissions it holds. A failed wait falls back to waiting on
-// each entry, so each failure is reported where it belongs.
-static void hl_queue_completer_run_batch(hl_queue_t* queue,
-                                         hl_submission_t* batch) {
-  hl_backend_t* backend = queue->device->backend;
-  while (batch) {
-    hl_submission_t* last = NULL;
-    size_t run = 0;
-    for (hl_submission_t* p = batch; p && !p->host_step && run < 64;
-         p = p->completer_next) {
-      last = p;
-      ++run;
-    }
-    bool reached = false;
-    if (run >= 2) {
-      HL_TRACE_ZONE_BEGIN(zone, "hl_queue_completer_wait");
-      hl_status_t st =
-          last->completer_event
-              ? backend->vtable->event_synchronize(backend,
-                                                   last->completer_event->event)
-              : backend->vtable->stream_synchronize(backend, queue->stream);
-      HL_TRACE_ZONE_END(zone);
-      reached = st == NULL;
-      hl_status_ignore(st);  // Each entry waits again and reports it.
-    } else {
-      run = 1;
-    }
-    for (size_t i = 0; i < run; ++i) {
-      hl_submission_t* sub = batch;
-      batch = sub->completer_next;
-      sub->completer_next = NULL;
-      hl_queue_completer_run(queue, sub, reached);
-    }
-  }
-}
-
-// The completer's spin: a push since |seen|.
-typedef struct hl_completer_spin_t {
-  const hl_queue_t* queue;
-  size_t seen;
-} hl_completer_spin_t;
-
-static bool hl_completer_pushed_since(const void* arg) {
-  const hl_completer_spin_t* spin = (const hl_completer_spin_t*)arg;
-  return atomic_load(&spin->queue->completer_pushed) != spin->seen;
-}
-
-static int hl_queue_completer_main(void* arg) {
-  hl_queue_t* queue = (hl_queue_t*)arg;
-  hl_on_completer_thread_ = true;
-  hl_thread_set_name("hl-completer");
-  mtx_lock(&queue->completer_mutex);
-  for (;;) {
-    if (!queue->completer_head && !queue->completer_stop) {
-      // Spin before sleeping (runtime/base/spin.h): while the queue is busy
-      // the next push comes within the spin, and the submitter makes no
-      // futex call to wake this thread (on an H200 through the HIP-on-CUDA
-      // bridge, a submission cost about 4 us beyond its driver calls).
-      hl_completer_spin_t spin = {queue, atomic_load(&queue->completer_pushed)};
-      mtx_unlock(&queue->completer_mutex);
-      hl_spin_until(hl_completer_pushed_since, &spin);
-      mtx_lock(&queue->completer_mutex);
-    }
-    while (!queue->completer_head && !queue->completer_stop) {
-      queue->completer_sleeping = true;
-      cnd_wait(&queue->completer_cond, &queue->completer_mutex);
-      queue->completer_sleeping = false;
-    }
-    hl_submission_t* batch = queue->completer_head;
-    if (!batch) break;  // Stopped and drained.
-    queue->completer_head = NULL;
-    queue->completer_tail = NULL;
-    mtx_unlock(&queue->completer_mutex);
-    hl_queue_completer_run_batch(queue, batch);
-    mtx_lock(&queue->completer_mutex);
-  }
-  mtx_unlock(&queue->completer_mutex);
-  return 0;
 }
 
 static void hl_queue_pump_work(hl_work_t* work) {
@@ -440,52 +257,4 @@ void hl_queue_schedule_pump(hl_queue_t* queue) {
   }
   queue->pump_work.fn = hl_queue_pump_work;
   hl_device_enqueue_work(queue->device, &queue->pump_work);
-}
-
-//===----------------------------------------------------------------------===//
-// Queues
-//===----------------------------------------------------------------------===//
-
-static int hl_queue_completer_main(void* arg);
-
-hl_status_t hl_queue_start_completer(hl_queue_t* queue) {
-  if (mtx_init(&queue->completer_mutex, mtx_plain) != thrd_success) {
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "creating queue %u's completer mutex", queue->id);
-  }
-  if (cnd_init(&queue->completer_cond) != thrd_success) {
-    mtx_destroy(&queue->completer_mutex);
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "creating queue %u's completer condition", queue->id);
-  }
-  if (thrd_create(&queue->completer, hl_queue_completer_main, queue) !=
-      thrd_success) {
-    cnd_destroy(&queue->completer_cond);
-    mtx_destroy(&queue->completer_mutex);
-    return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
-                          "starting queue %u's completer thread", queue->id);
-  }
-  queue->by_events = true;
-  return NULL;
-}
-
-// Stops and joins the completer once its list is drained (every submission
-// holds its queue, so when the last reference goes the list is empty).
-void hl_queue_stop_completer(hl_queue_t* queue) {
-  if (!queue->by_events) return;
-  mtx_lock(&queue->completer_mutex);
-  queue->completer_stop = true;
-  cnd_signal(&queue->completer_cond);
-  mtx_unlock(&queue->completer_mutex);
-  if (thrd_equal(thrd_current(), queue->completer)) {
-    // Unreachable while a submission holds the queue; never join oneself.
-    HL_LOG_ERROR("queue %u released its last reference on its own completer",
-                 queue->id);
-    thrd_detach(queue->completer);
-  } else {
-    thrd_join(queue->completer, NULL);
-  }
-  cnd_destroy(&queue->completer_cond);
-  mtx_destroy(&queue->completer_mutex);
-  queue->by_events = false;
 }

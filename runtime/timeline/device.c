@@ -371,6 +371,7 @@ static void hl_device_destroy(hl_device_t* device) {
   hl_device_flush_work(device);
   hl_device_extensions_destroy(device, 0, HL_DEVICE_EXTENSION_LATE_BEGIN);
   hl_device_flush_work(device);
+  hl_device_stop_completer(device);
   hl_device_stop_work(device);
   mtx_destroy(&device->work_mutex);
   cnd_destroy(&device->work_cond);

@@ -214,7 +214,6 @@ hl_status_t hl_queue_create(hl_device_t* device, hl_queue_t** out_queue) {
   atomic_init(&queue->failed, false);
   atomic_init(&queue->pump_scheduled, false);
   atomic_init(&queue->issuers, 0);
-  atomic_init(&queue->completer_pushed, 0);
   hl_spinlock_init(&queue->lock);
   if (mtx_init(&queue->space_mutex, mtx_plain) != thrd_success) {
     hl_allocator_free(device->host_allocator, queue);

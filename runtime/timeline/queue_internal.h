@@ -80,6 +80,7 @@ struct hl_submission_t {
   hl_gated_t* host_step;               // Set: run it, then go on issuing.
   hl_backend_event_t* step_event;      // Marks the host step; NULL: sync.
   hl_shared_event_t* completer_event;  // Held; NULL: synchronize the stream.
+  bool completer_reached;  // The stream has passed it (the completer's).
   // Waits and signals fit here in the common case (|waits| points here).
   hl_fence_entry_t inline_entries[HL_SUBMISSION_INLINE_ENTRIES];
 };
@@ -130,18 +131,30 @@ struct hl_queue_t {
   // Completion by events (backends with host_functions_serialized, that is
   // HIP, where every host function would run on the driver's one callback
   // thread and hold its stream): instead of a host function per submission,
-  // the queue's own completer thread waits for each issued submission's
-  // event in order and publishes it, and runs the queue's host work (host
-  // calls) in stream order, so no hipline code runs on HIP's thread.
+  // the device's completer thread (device_completer.c) waits for the
+  // queue's issued submissions in order and publishes them; the queue's
+  // host steps (host calls) run in stream order on the queue's own step
+  // thread, started at the first one, so no hipline code runs on HIP's
+  // thread and a host call that blocks holds up no other queue.
   bool by_events;
-  thrd_t completer;
-  mtx_t completer_mutex;  // Leaf: taken under the queue's lock.
-  cnd_t completer_cond;
+  hl_completer_t* completer;  // The device's (not retained).
+  // Pushed and not yet taken by the completer. |completer->mutex|.
   hl_submission_t* completer_head;
   hl_submission_t* completer_tail;
-  bool completer_stop;
-  bool completer_sleeping;         // In cnd_wait: a push must signal.
-  atomic_size_t completer_pushed;  // Pushes so far (the completer spins on it).
+  // On the completer's list of queues with entries (|completer->mutex|);
+  // a queue is destroyed only once it is off that list.
+  bool completer_active;
+  hl_queue_t* completer_link;
+  // Taken by the completer thread, in order (that thread only).
+  hl_submission_t* taken_head;
+  hl_submission_t* taken_tail;
+  // The step thread: runs one host step at a time (|step_mutex|, a leaf).
+  bool step_started;
+  bool step_stop;
+  thrd_t step_thread;
+  mtx_t step_mutex;
+  cnd_t step_cond;
+  hl_submission_t* step_sub;
   hl_frontier_entry_t frontier[HL_FRONTIER_CAPACITY];
   uint32_t frontier_count;
   uint32_t frontier_next_evict;
@@ -198,9 +211,22 @@ void hl_queue_pump_locked(hl_queue_t* queue);
 extern _Thread_local bool hl_on_completer_thread_;
 // The queue whose host call runs on this thread (NULL outside host calls).
 extern _Thread_local hl_queue_t* hl_host_call_queue_;
-void hl_queue_completer_push(hl_queue_t* queue, hl_submission_t* sub);
 void hl_queue_schedule_pump(hl_queue_t* queue);
+void hl_submission_complete_dropping(hl_submission_t* sub,
+                                     hl_shared_event_t* held);
+// Issues pending submissions in order (completer.c); the queue's lock
+// held. Returns true when issuing stopped at a host step.
+bool hl_queue_pump_issue_locked(hl_queue_t* queue);
+
+// The device's completer (device_completer.c), for queues completed by
+// events. Appends |sub| (a finished issue, or a host step) to |queue|'s
+// list; any lock may be held (the completer's mutex is a leaf).
+void hl_queue_completer_push(hl_queue_t* queue, hl_submission_t* sub);
+// Attaches |queue| to its device's completer, starting it with the first
+// queue.
 hl_status_t hl_queue_start_completer(hl_queue_t* queue);
+// Waits until the completer has let go of |queue| (its list is drained:
+// every submission holds its queue) and joins its step thread.
 void hl_queue_stop_completer(hl_queue_t* queue);
 bool hl_queue_full_locked(const hl_queue_t* queue);
 bool hl_queue_wait_space_locked(hl_queue_t* queue, hl_time_t deadline);

@@ -57,6 +57,7 @@
 #include "runtime/base/spin.h"
 
 typedef struct hl_submission_t hl_submission_t;
+typedef struct hl_completer_t hl_completer_t;
 typedef struct hl_waiter_t hl_waiter_t;
 typedef struct hl_gated_t hl_gated_t;
 
@@ -170,6 +171,10 @@ struct hl_device_t {
   bool work_stop;
   thrd_t work_thread;
 
+  // The completer of queues completed by events (device_completer.c),
+  // started with the first such queue; stopped at destruction.
+  _Atomic(hl_completer_t*) completer;
+
   // State of the layers above, one slot each (see hl_device_extension_t).
   hl_device_extension_t extensions[HL_DEVICE_EXTENSION_COUNT];
 };
@@ -238,6 +243,12 @@ void hl_device_wait_issuers(hl_device_t* device);
 void hl_device_flush_work(hl_device_t* device);
 // Stops the work thread once its queue is drained and joins it.
 void hl_device_stop_work(hl_device_t* device);
+// Stops |device|'s completer thread, if it was started (every queue is gone).
+void hl_device_stop_completer(hl_device_t* device);
+// Completer threads started on |device| (1 once a queue completed by events
+// exists) and queue step threads running (tests look).
+void hl_device_completer_threads(hl_device_t* device, uint32_t* out_completers,
+                                 uint32_t* out_step_threads);
 // True on the device's work thread and on queue completer threads: the
 // runtime's own threads, which never block on a queue's depth.
 bool hl_device_on_runtime_thread(hl_device_t* device);

@@ -457,6 +457,7 @@ static const hl_backend_vtable_t hl_hip_backend_vtable = {
     .stream_create = hl_hip_stream_create,
     .stream_destroy = hl_hip_stream_destroy,
     .stream_synchronize = hl_hip_stream_synchronize,
+    .stream_query = hl_hip_stream_query,
     .event_create = hl_hip_event_create,
     .event_destroy = hl_hip_event_destroy,
     .event_record = hl_hip_event_record,

@@ -139,6 +139,17 @@ hl_status_t hl_hip_event_query(hl_backend_t* base,
                                  (void*)event->handle);
 }
 
+hl_status_t hl_hip_stream_query(hl_backend_t* base,
+                                hl_backend_stream_t* stream, bool* out_idle) {
+  hl_hip_backend_t* backend = hl_hip_backend_cast(base);
+  hipStream_t handle = hl_hip_stream_handle(stream);
+  hipError_t error = backend->syms->hipStreamQuery(handle);
+  *out_idle = error == hipSuccess;
+  if (error == hipErrorNotReady || error == hipSuccess) return hl_ok_status();
+  return hl_hip_result_to_status(backend->syms, error, __FILE__, __LINE__,
+                                 "hipStreamQuery(stream %p)", (void*)handle);
+}
+
 hl_status_t hl_hip_event_synchronize(hl_backend_t* base,
                                      hl_backend_event_t* base_event) {
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
