@@ -196,6 +196,7 @@ static const char* const kFallbackNames[] = {"ordered", "frontier",
 static const char* const kAllocatorNames[] = {"driver", "hipline"};
 static const char* const kLogNames[] = {"off", "error", "warn", "info",
                                         "debug"};
+static const char* const kCompleterNames[] = {"poll", "block"};
 
 #define HL_ENV_ENUM(names) \
   HL_ENV_KIND_ENUM, names, sizeof(names) / sizeof(*names)
@@ -242,6 +243,9 @@ static const hl_env_var_t kEnvVars[HL_ENV_COUNT] = {
     [HL_ENV_ELIDE_FILLS] = {"HIPLINE_ELIDE_FILLS",
                             HL_ENV_PLAIN(HL_ENV_KIND_BOOL), 0, 0, "on",
                             "fill elision in hl_command_buffer_finalize"},
+    [HL_ENV_COMPLETER] = {"HIPLINE_COMPLETER", HL_ENV_ENUM(kCompleterNames), 0,
+                          0, "poll",
+                          "how the hip completer waits on several queues"},
 };
 
 const hl_env_var_t* hl_env_var(hl_env_id_t id) {

@@ -65,6 +65,7 @@ typedef enum hl_env_id_e {
   HL_ENV_QUEUE_DEPTH,
   HL_ENV_LOG,
   HL_ENV_ELIDE_FILLS,
+  HL_ENV_COMPLETER,
   HL_ENV_COUNT
 } hl_env_id_t;
 

@@ -13,7 +13,8 @@
 // - several queues while submitters push: a query per queue, then a sleep
 //   that doubles from HL_COMPLETER_POLL_MIN_NS to HL_COMPLETER_POLL_MAX_NS
 //   while nothing completes. A blocking wait would hold up the other
-//   queues' completions behind this one's device time.
+//   queues' completions behind this one's device time. HIPLINE_COMPLETER=
+//   block makes it wait on one queue at a time there too.
 // A submission whose waits were device-side event waits is published only
 // once every semaphore it waited on has been published (so a failed
 // producer fails it too); its producer may be another queue of this very
@@ -22,6 +23,7 @@
 
 #include <stdlib.h>
 
+#include "runtime/base/env.h"
 #include "runtime/base/log.h"
 #include "runtime/base/spin.h"
 #include "runtime/base/time_util.h"
@@ -40,6 +42,7 @@ struct hl_completer_t {
   cnd_t removed;       // hl_queue_stop_completer waits on it.
   hl_queue_t* active;  // Queues with entries (hl_queue_t.completer_link).
   bool sleeping;       // In cnd_wait: a push must signal.
+  bool poll;           // HIPLINE_COMPLETER=poll (the default).
   bool stop;
   atomic_size_t pushed;  // Pushes so far (the thread spins on it).
   atomic_uint step_threads;
@@ -236,12 +239,13 @@ static void hl_completer_prune_locked(hl_completer_t* c) {
 // One pass over the queues taken from |list| (linked by completer_link;
 // only this thread unlinks, pushes only prepend to c->active). Returns
 // whether anything was published.
-static bool hl_completer_pass(hl_queue_t* list, bool submitters_active) {
+static bool hl_completer_pass(hl_completer_t* c, hl_queue_t* list,
+                              bool submitters_active) {
   uint32_t waiting = 0;
   for (hl_queue_t* q = list; q; q = q->completer_link) {
     if (q->taken_head) ++waiting;
   }
-  bool poll = waiting > 1 && submitters_active;
+  bool poll = waiting > 1 && submitters_active && c->poll;
   bool progress = false;
   bool blocked_once = false;
   for (hl_queue_t* q = list; q; q = q->completer_link) {
@@ -324,7 +328,7 @@ static int hl_completer_main(void* arg) {
     bool submitters_active = pushed != seen;
     seen = pushed;
     mtx_unlock(&c->mutex);
-    bool progress = hl_completer_pass(list, submitters_active);
+    bool progress = hl_completer_pass(c, list, submitters_active);
     mtx_lock(&c->mutex);
     hl_completer_prune_locked(c);
     if (progress || !c->active) {
@@ -432,6 +436,9 @@ static void hl_completer_destroy(hl_completer_t* c) {
 
 static hl_status_t hl_completer_create(hl_device_t* device,
                                        hl_completer_t** out_completer) {
+  int mode = 0;
+  bool set = false;
+  HL_RETURN_IF_ERROR_PLAIN(hl_env_read_enum(HL_ENV_COMPLETER, &mode, &set));
   hl_completer_t* c = calloc(1, sizeof(*c));
   if (!c) {
     return HL_MAKE_STATUS(HL_STATUS_RESOURCE_EXHAUSTED,
@@ -439,6 +446,7 @@ static hl_status_t hl_completer_create(hl_device_t* device,
                           device->props.ordinal);
   }
   c->device = device;
+  c->poll = !set || mode == 0;
   atomic_init(&c->pushed, 0);
   atomic_init(&c->step_threads, 0);
   bool mutex = mtx_init(&c->mutex, mtx_plain) == thrd_success;
