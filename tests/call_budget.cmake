@@ -21,3 +21,15 @@ hl_add_test(lazy_timepoint_test
 add_dependencies(lazy_timepoint_test hl_hip_test_runtime_6_2)
 set_tests_properties(lazy_timepoint_test PROPERTIES
   ENVIRONMENT "LD_LIBRARY_PATH=${hl_trt_dir}/rocm-6.2;HL_HIP_TEST_RUNTIME_DELAY_US=300")
+
+# The hip backend's completion threads (runtime/timeline/device_completer.c):
+# one completer per device, a step thread only for a queue with host calls,
+# a host call blocking on another queue, cross-queue chains under random
+# stream delays, and HIPLINE_COMPLETER's bad values.
+hl_add_test(completer_test
+  SOURCES completer_test.c
+  LABELS hip timeline concurrency
+  TIMEOUT 120)
+add_dependencies(completer_test hl_hip_test_runtime_6_2)
+set_tests_properties(completer_test PROPERTIES
+  ENVIRONMENT "LD_LIBRARY_PATH=${hl_trt_dir}/rocm-6.2;HL_HIP_TEST_RUNTIME_DELAY_US=200")

@@ -50,7 +50,7 @@ static const double kSlack = 0.05;
 
 typedef struct child_t {
   hl_device_t* device;
-  hl_queue_t* queues[2];
+  hl_queue_t* queues[4];
   hl_buffer_t* buffers[8];
   hl_semaphore_t* semaphore;
   hl_fence_t* fence;
@@ -98,6 +98,13 @@ static void child_op(child_t* c, const char* op, uint64_t i) {
     HL_ASSERT_OK(
         hl_queue_write(q0, NULL, c->fence, c->host, c->large, 0, kStagedBytes));
     HL_ASSERT_OK(hl_semaphore_wait(c->semaphore, i + 1, HL_INFINITE_FUTURE));
+  } else if (strcmp(op, "fill-4q") == 0) {
+    // A fill on each of four queues: the device's one completer covers
+    // them all (polling while this thread submits).
+    for (size_t q = 0; q < 4; ++q) {
+      HL_ASSERT_OK(hl_queue_fill(c->queues[q], NULL, NULL, c->buffers[q], 0,
+                                 4096, (uint32_t)i));
+    }
   } else if (strcmp(op, "wait-idle") == 0) {
     HL_ASSERT_OK(hl_device_wait_idle(c->device, HL_INFINITE_FUTURE));
   } else {
@@ -136,7 +143,7 @@ static int child_main(const char* op, long n) {
   hl_device_options_initialize(&options);
   options.backend = HL_BACKEND_HIP;
   HL_ASSERT_OK(hl_device_create(&options, hl_allocator_system(), &c.device));
-  for (size_t i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < 4; ++i) {
     HL_ASSERT_OK(hl_queue_create(c.device, &c.queues[i]));
   }
   for (size_t i = 0; i < 8; ++i) {
@@ -176,7 +183,7 @@ static int child_main(const char* op, long n) {
     hl_buffer_release(c.buffers[i]);
   }
   HL_ASSERT_OK(hl_device_wait_idle(c.device, HL_INFINITE_FUTURE));
-  for (size_t i = 0; i < 2; ++i) hl_queue_release(c.queues[i]);
+  for (size_t i = 0; i < 4; ++i) hl_queue_release(c.queues[i]);
   hl_device_release(c.device);
   return 0;
 }
@@ -409,9 +416,18 @@ static void test_write_staged(void** state) {
 
 static void test_wait_idle(void** state) {
   (void)state;
-  // Two idle queues: one stream synchronization each; the pool's
+  // Four idle queues: one stream synchronization each; the pool's
   // attributes are known without asking the driver.
-  check_budget("wait-idle", "hipline", 2, 0);
+  check_budget("wait-idle", "hipline", 4, 0);
+}
+
+static void test_fill_four_queues(void** state) {
+  (void)state;
+  // Four memsets; the completer's waits and queries for all four queues
+  // stay under one per submission, polled or blocking.
+  check_budget("fill-4q", "hipline", 4, 4);
+  const char* env[] = {"HIPLINE_COMPLETER", "block", NULL};
+  check_budget_env("fill-4q", env, "hipline", 4, 4, NULL);
 }
 
 int main(int argc, char** argv) {
@@ -437,6 +453,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_read_staged),
       cmocka_unit_test(test_write_staged),
       cmocka_unit_test(test_wait_idle),
+      cmocka_unit_test(test_fill_four_queues),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
