@@ -45,24 +45,46 @@ def per_op(directory, tag, short, long, ops):
     return caller / ops, runtime / ops
 
 
+def runtime_calls(path):
+    """hipline's threads' calls in one counted run, event churn left out."""
+    return sum(r for name, (_c, r) in load_counts(path).items()
+               if name not in ("hipEventCreateWithFlags", "hipEventDestroy"))
+
+
+def mode_rows(directory, mode):
+    """Multistream and serving under HIPLINE_COMPLETER=|mode|."""
+    rows = []
+    ms = load_json(os.path.join(directory, f"ms-{mode}.json"))
+    # multistream: 4 queues and then 1, per iteration: 5 queue-iterations.
+    c, r = per_op(directory, f"ms-{mode}", 200, 400, 200 * 5)
+    rows.append((f"[{mode}] multistream 4/1 (time ratio)",
+                 f"{ms['queue_scaling']:.2f}x",
+                 f"{c:.2f} / {r:.2f} per queue-iteration"))
+    rows.append((f"[{mode}] multistream p50 submit",
+                 f"{ms['p50_us']:.1f} us", ""))
+    rates = [load_json(os.path.join(directory, f"sv-{mode}-{i}.json"))
+             ["ops_per_s"] for i in range(1, 6)]
+    median = statistics.median(rates)
+    spread = max(abs(x - median) / median for x in rates) * 100
+    c, r = per_op(directory, f"sv-{mode}", 20, 40, 20 * 8)
+    rows.append((f"[{mode}] serving ops/s (median of 5)", f"{median:.0f}",
+                 f"{c:.2f} / {r:.2f} per request-step"))
+    rows.append((f"[{mode}] serving runs", " ".join(f"{x:.0f}" for x in rates),
+                 f"max {spread:.0f}% from the median"))
+    # 40 iterations of 8 requests: 320 request-steps per counted run.
+    done = sorted(runtime_calls(os.path.join(
+        directory, f"calls-svrun-{mode}-{i}.txt")) / 320 for i in range(1, 6))
+    rows.append((f"[{mode}] serving, hipline's calls per request-step", "",
+                 f"min {done[0]:.3f} / median {done[2]:.3f} / "
+                 f"max {done[4]:.3f} over 5 runs"))
+    return rows
+
+
 def main():
     directory = sys.argv[1]
     rows = []
-    ms = load_json(os.path.join(directory, "ms.json"))
-    # multistream: 4 queues and then 1, per iteration: 5 queue-iterations.
-    c, r = per_op(directory, "ms", 200, 400, 200 * 5)
-    rows.append(("multistream 4/1 (time ratio)", f"{ms['queue_scaling']:.2f}x",
-                 f"{c:.2f} / {r:.2f} per queue-iteration"))
-    rows.append(("multistream p50 submit", f"{ms['p50_us']:.1f} us", ""))
-    rates = [load_json(os.path.join(directory, f"sv-{i}.json"))["ops_per_s"]
-             for i in range(1, 6)]
-    median = statistics.median(rates)
-    spread = max(abs(x - median) / median for x in rates) * 100
-    c, r = per_op(directory, "sv", 20, 40, 20 * 8)
-    rows.append(("serving ops/s (median of 5)", f"{median:.0f}",
-                 f"{c:.2f} / {r:.2f} per request-step"))
-    rows.append(("serving runs", " ".join(f"{x:.0f}" for x in rates),
-                 f"max {spread:.0f}% from the median"))
+    for mode in ("poll", "block"):
+        rows += mode_rows(directory, mode)
     cb = load_json(os.path.join(directory, "cb.json"))
     c, r = per_op(directory, "cb", 100, 200, 5 * 100)
     rows.append(("command buffer, 8 ops: one by one",

@@ -14,7 +14,10 @@
 # (8 commands, one by one against one execution), each also run with
 # HL_HIP_TEST_RUNTIME_CALL_COUNTS so the table shows the HIP calls per
 # operation from the submitting thread and from hipline's (the difference of
-# two run lengths). About two minutes on one GPU.
+# two run lengths). Multistream and serving run once per completer mode
+# (HIPLINE_COMPLETER=poll, the default, and block: docs/backends.md), with
+# the completer's calls per serving request-step over five counted runs
+# (min/median/max). About three minutes on one GPU.
 #
 # BUILD_DIR (default build) is a configured and built tree; its ctest file
 # names absolute paths, so run this where the tree was built (or behind a
@@ -58,21 +61,33 @@ if [[ $STEP == bench ]]; then
   trap 'rm -rf "$OUT"' EXIT
   stress=$BUILD/bin/hipline-stress
   cbbench=$BUILD/bin/hipline-bench-command-buffer
-  # Call counts: two run lengths each.
-  for n in 200 400; do
-    HL_HIP_TEST_RUNTIME_CALL_COUNTS=$OUT/calls-ms-$n.txt "$stress" --backend hip \
-      --workload multistream --iterations $n >/dev/null
-    HL_HIP_TEST_RUNTIME_CALL_COUNTS=$OUT/calls-sv-$((n / 10)).txt "$stress" --backend hip \
-      --workload serving --iterations $((n / 10)) --requests 8 >/dev/null
+  for mode in poll block; do
+    export HIPLINE_COMPLETER=$mode
+    # Call counts: two run lengths each; five serving runs of one length.
+    for n in 200 400; do
+      HL_HIP_TEST_RUNTIME_CALL_COUNTS=$OUT/calls-ms-$mode-$n.txt "$stress" \
+        --backend hip --workload multistream --iterations $n >/dev/null
+      HL_HIP_TEST_RUNTIME_CALL_COUNTS=$OUT/calls-sv-$mode-$((n / 10)).txt \
+        "$stress" --backend hip --workload serving --iterations $((n / 10)) \
+        --requests 8 >/dev/null
+    done
+    for run in 1 2 3 4 5; do
+      HL_HIP_TEST_RUNTIME_CALL_COUNTS=$OUT/calls-svrun-$mode-$run.txt \
+        "$stress" --backend hip --workload serving --iterations 40 \
+        --requests 8 >/dev/null
+    done
+    # Timings, without the counter.
+    "$stress" --backend hip --workload multistream --json "$OUT/ms-$mode.json" \
+      >/dev/null
+    for run in 1 2 3 4 5; do
+      "$stress" --backend hip --workload serving \
+        --json "$OUT/sv-$mode-$run.json" >/dev/null
+    done
   done
+  unset HIPLINE_COMPLETER
   for e in 100 200; do
     HL_HIP_TEST_RUNTIME_CALL_COUNTS=$OUT/calls-cb-$e.txt "$cbbench" --backend hip \
       --ops 8 --samples 5 --executions $e --tensors 16 >/dev/null
-  done
-  # Timings, without the counter.
-  "$stress" --backend hip --workload multistream --json "$OUT/ms.json" >/dev/null
-  for run in 1 2 3 4 5; do
-    "$stress" --backend hip --workload serving --json "$OUT/sv-$run.json" >/dev/null
   done
   "$cbbench" --backend hip --ops 8 --samples 21 --executions 100 --json \
     >"$OUT/cb.json"
