@@ -44,6 +44,18 @@ static int threads_named(const char* name) {
   return count;
 }
 
+// A thread names itself once it runs: waits (at most ten seconds, a bound
+// on a hang, not a timing check) until |expected| threads carry |name|,
+// and returns the count then.
+static int await_threads_named(const char* name, int expected) {
+  int count = threads_named(name);
+  for (int i = 0; i < 10000 && count != expected; ++i) {
+    hl_test_sleep_ms(1);
+    count = threads_named(name);
+  }
+  return count;
+}
+
 static hl_device_t* create_hip_device(void) {
   hl_device_options_t options;
   hl_device_options_initialize(&options);
@@ -62,7 +74,7 @@ static void test_one_completer_per_device(void** state) {
     HL_ASSERT_OK(hl_queue_create(device, &queues[i]));
   }
   // One per device (it was one per queue: six here).
-  assert_int_equal(threads_named("hl-completer") - before, 1);
+  assert_int_equal(await_threads_named("hl-completer", before + 1) - before, 1);
   assert_int_equal(threads_named("hl-host-step"), 0);
   for (size_t i = 0; i < 6; ++i) hl_queue_release(queues[i]);
   hl_device_release(device);
@@ -108,7 +120,8 @@ static void test_host_call_blocks_on_another_queue(void** state) {
     HL_ASSERT_OK(hl_queue_wait_idle(q0, HL_INFINITE_FUTURE));
     HL_ASSERT_OK(call.waited);
   }
-  assert_int_equal(threads_named("hl-host-step"), 1);  // Queue 0's only.
+  // Queue 0's only.
+  assert_int_equal(await_threads_named("hl-host-step", 1), 1);
   HL_ASSERT_OK(hl_queue_dealloca(q1, NULL, NULL, buffer));
   hl_buffer_release(buffer);
   HL_ASSERT_OK(hl_device_wait_idle(device, HL_INFINITE_FUTURE));
