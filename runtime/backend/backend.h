@@ -323,12 +323,12 @@ struct hl_backend_t {
   //   thread and hold their stream until they return (hip: ROCm's callback
   //   thread; the marker "Blocks AQL queue" in clr rocvirtual.cpp), so one
   //   that waits on another queue's progress can stall or deadlock it. The
-  //   timeline then launches no host function at all: each queue's completer
-  //   thread waits on the submissions' events (event_synchronize, on that
-  //   thread only) and runs host calls itself once the stream has reached
-  //   them (runtime/timeline/completer.c). Backend-internal host
-  //   functions that touch no hipline state (hip: staging chunk delivery)
-  //   remain.
+  //   timeline then launches no host function at all: the device's
+  //   completer thread waits on (or queries) the submissions' events and
+  //   streams, and a queue's step thread runs its host calls once the
+  //   stream has reached them (runtime/timeline/device_completer.c).
+  //   Backend-internal host functions that touch no hipline state (hip: staging
+  //   chunk delivery) remain.
   bool stream_ordered_host_work;
   bool events_untimed;
   bool injects_faults;

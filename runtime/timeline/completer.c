@@ -15,7 +15,7 @@
 #include "runtime/timeline/timeline_internal.h"
 
 // Publishes the outcome of |sub|, which has finished on the stream. Runs on
-// the stream (a backend host function) or on the queue's completer thread,
+// the stream (a backend host function) or on the device's completer thread,
 // which passes the reference it held on the submission's event in |held|
 // (dropped before the queue's done value is signalled, so that once it is
 // visible the event is back in the pool). The queue's lock held; each
@@ -119,7 +119,7 @@ void hl_submission_finish(hl_submission_t* sub) {
 void hl_queue_pump_locked(hl_queue_t* queue) {
   // The issuer releases the lock while it issues; it picks up whatever is
   // submitted meanwhile before it stops. An issuer stopped at a host step
-  // has passed the role to the queue's completer, which clears it.
+  // has passed the role to the queue's step thread, which clears it.
   if (queue->issuing) return;
   queue->issuing = true;
   if (!hl_queue_pump_issue_locked(queue)) queue->issuing = false;
@@ -127,8 +127,8 @@ void hl_queue_pump_locked(hl_queue_t* queue) {
 
 // Issues pending submissions in order until one must wait for a signal that
 // has not been submitted. The queue's lock held; released while issuing.
-// Returns true when issuing stopped at a host step: the queue's completer
-// thread now holds the issuer's role.
+// Returns true when issuing stopped at a host step: the queue's step thread
+// will hold the issuer's role.
 bool hl_queue_pump_issue_locked(hl_queue_t* queue) {
   while (queue->pending_head) {
     hl_submission_t* sub = queue->pending_head;

@@ -71,11 +71,12 @@ struct hl_submission_t {
   atomic_int refs;
   atomic_bool completion_reserved;  // The completion reserved the work.
   // Issuing state, kept here because issuing may stop at a host step and
-  // go on later on the queue's completer thread.
+  // go on later on the queue's step thread.
   hl_issue_plan_t plan;
   bool issue_started;   // Waits (and the gate) are issued.
   hl_op_t* issue_next;  // The next op to issue.
   // On the queue's completer list (queues completed by events):
+  // completer_next and completer_reached belong to the device's completer.
   hl_submission_t* completer_next;
   hl_gated_t* host_step;               // Set: run it, then go on issuing.
   hl_backend_event_t* step_event;      // Marks the host step; NULL: sync.

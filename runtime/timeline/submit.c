@@ -93,8 +93,9 @@ hl_status_t hl_issue_enqueue_gated(hl_issue_ctx_t* ctx, hl_gated_t* storage,
   storage->fn = fn;
   storage->user = user;
   if (ctx->queue->by_events) {
-    // A host step: the issuer stops after this op, and the queue's completer
-    // runs |fn| once the stream has reached this point, then goes on issuing
+    // A host step: the issuer stops after this op, and the queue's step
+    // thread runs |fn| once the stream has reached this point (the device's
+    // completer sees to that), then goes on issuing
     // (hl_queue_issue_unlocked).
     if (ctx->host_step) {
       return HL_MAKE_STATUS(HL_STATUS_INTERNAL,
@@ -267,7 +268,8 @@ static hl_status_t hl_issue_acquire_event(hl_device_t* device,
 
 // Stops issuing |sub| at a host step (queues completed by events): marks the
 // point on the stream and hands the rest of the issue, with the issuer's
-// role and reference, to the queue's completer thread. No lock held.
+// role and reference, to the device's completer (which hands the step to
+// the queue's step thread). No lock held.
 static void hl_queue_suspend_issue_unlocked(hl_queue_t* queue,
                                             hl_submission_t* sub,
                                             hl_gated_t* step) {

@@ -10,9 +10,9 @@
 //      timepoints and waiter list, and serialises writes of its value and
 //      failure (readers use the atomics without it).
 //   3. Leaves, taken last and never held across anything else: a device's
-//      lock (its queue list and event pool), its work mutex, a queue's
-//      completer mutex and space mutex, a host waiter's own mutex, a root's
-//      lock, the backend's locks.
+//      lock (its queue list and event pool), its work mutex, its
+//      completer's mutex, a queue's step mutex and space mutex, a host
+//      waiter's own mutex, a root's lock, the backend's locks.
 // Order: a queue's lock, then any number of semaphore locks one at a time
 // (never two at once), then leaves. A thread never holds two queue locks.
 // Waiter notifications run under their semaphore's lock and may only use
@@ -25,8 +25,8 @@
 // that blocks (stream or event synchronize, joining threads) and every
 // release that may destroy an object is done after unlocking. On backends
 // whose host functions share one driver thread (host_functions_serialized:
-// HIP) a completer thread per queue waits on events with no lock held and
-// takes the queue's lock only to publish.
+// HIP) the device's completer thread (device_completer.c) waits on events
+// and streams with no lock held and takes a queue's lock only to publish.
 //
 // Files. device.c (devices and their extensions), event_pool.c,
 // scheduler.c (the device's work thread), semaphore.c, fence.c, queue.c (the
@@ -249,7 +249,7 @@ void hl_device_stop_completer(hl_device_t* device);
 // exists) and queue step threads running (tests look).
 void hl_device_completer_threads(hl_device_t* device, uint32_t* out_completers,
                                  uint32_t* out_step_threads);
-// True on the device's work thread and on queue completer threads: the
+// True on the device's work thread, its completer and queue step threads: the
 // runtime's own threads, which never block on a queue's depth.
 bool hl_device_on_runtime_thread(hl_device_t* device);
 
@@ -514,8 +514,8 @@ typedef struct hl_issue_ctx_t {
   // the submission cannot fail because of its waits later.
   bool waits_settled;
   // Set by hl_issue_enqueue_gated on queues completed by events: the op's
-  // host work runs on the queue's completer thread once the stream reaches
-  // it, and issuing goes on from there.
+  // host work runs on the queue's step thread once the stream reaches it
+  // (device_completer.c), and issuing goes on from there.
   hl_gated_t* host_step;
 } hl_issue_ctx_t;
 
@@ -573,7 +573,7 @@ struct hl_op_t {
 
 // Work that runs on the stream in order, but only if the submission has not
 // failed; a returned status fails the submission. On a queue completed by
-// events it is a host step run by the queue's completer (see
+// events it is a host step run by the queue's step thread (see
 // hl_issue_ctx_t.host_step); otherwise a host function on the stream.
 // |storage| is owned by the caller until the submission completes (embed it
 // in the op). |runtime_work|: |fn| is the runtime's own short work (see

@@ -160,8 +160,8 @@ hl_status_t hl_hip_stream_synchronize(hl_backend_t* base,
 hl_status_t hl_hip_event_create_on_device(hl_backend_t* base,
                                           hl_backend_event_t** out_event);
 void hl_hip_event_destroy(hl_backend_t* base, hl_backend_event_t* base_event);
-hl_status_t hl_hip_stream_query(hl_backend_t* base,
-                                hl_backend_stream_t* stream, bool* out_idle);
+hl_status_t hl_hip_stream_query(hl_backend_t* base, hl_backend_stream_t* stream,
+                                bool* out_idle);
 hl_status_t hl_hip_event_record(hl_backend_t* base,
                                 hl_backend_event_t* base_event,
                                 hl_backend_stream_t* stream);

@@ -139,8 +139,8 @@ hl_status_t hl_hip_event_query(hl_backend_t* base,
                                  (void*)event->handle);
 }
 
-hl_status_t hl_hip_stream_query(hl_backend_t* base,
-                                hl_backend_stream_t* stream, bool* out_idle) {
+hl_status_t hl_hip_stream_query(hl_backend_t* base, hl_backend_stream_t* stream,
+                                bool* out_idle) {
   hl_hip_backend_t* backend = hl_hip_backend_cast(base);
   hipStream_t handle = hl_hip_stream_handle(stream);
   hipError_t error = backend->syms->hipStreamQuery(handle);
