@@ -44,6 +44,14 @@ enum { kShort = 8, kLong = 136, kMaxEntries = 128 };
 // operations, stay under this.
 static const double kSlack = 0.05;
 
+// A cross-queue operation makes a device-side wait (an event recorded on
+// the producer's stream, a stream wait, and the current device for a new
+// event) only when the producer has not been published yet; when the
+// completer keeps up, some of the SHORT run's operations make none, and the
+// difference of the two runs then counts up to those three calls per SHORT
+// operation on top of the LONG run's.
+#define kShortRunElided (3.0 * kShort / (kLong - kShort))
+
 //===----------------------------------------------------------------------===//
 // The child: one operation, N times
 //===----------------------------------------------------------------------===//
@@ -349,7 +357,7 @@ static void test_cross_queue_wait(void** state) {
   // stream wait, and the current device for the event the record takes
   // from the pool when the pool is empty (the test runtime's slow device
   // keeps each one busy for longer than the run).
-  check_budget("cross-wait", "hipline", 5, 2);
+  check_budget("cross-wait", "hipline", 5 + kShortRunElided, 2);
 }
 
 static void test_alloca_hipline(void** state) {
@@ -368,7 +376,7 @@ static void test_alloca_cross_driver(void** state) {
   // current device when the event pool is empty); the free goes to the
   // allocating stream after an event of the freeing one, from a pool
   // (hl_hip_free_after: query, record, wait, free); malloc.
-  check_budget("alloca-cross", "driver", 8, 2);
+  check_budget("alloca-cross", "driver", 8 + kShortRunElided, 2);
 }
 
 static void test_alloca_cross_hipline(void** state) {
@@ -376,7 +384,7 @@ static void test_alloca_cross_hipline(void** state) {
   // The dealloca's queue waits for the alloca's (a late waiter: one record,
   // one stream wait, the current device for a new event); the slabs grow
   // now and then while cross-queue frees wait to be reusable.
-  check_budget("alloca-cross", "hipline", 4, 2);
+  check_budget("alloca-cross", "hipline", 4 + kShortRunElided, 2);
 }
 
 static void test_command_buffer(void** state) {
