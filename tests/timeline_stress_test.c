@@ -342,7 +342,14 @@ static int issuer_main(void* arg) {
 }
 
 static void test_flush_waits_for_other_threads_issuers(void** state) {
+  // Up to |rounds| rounds, but no more than a few seconds' worth past the
+  // first |min_rounds|: each round hands off between two threads, which
+  // costs a scheduler slice per hand-off when the CPUs are oversubscribed
+  // (two other busy processes made 20000 rounds take 20-90 s). The bound
+  // limits the work, never the verdict.
   int rounds = (int)hl_test_scale(20000, 10);
+  int min_rounds = (int)hl_test_scale(1000, 10);
+  hl_time_t soft_end = hl_deadline_after(3000 * MS);
   hl_device_t* device = NULL;
   hl_test_host_device(&device);
   issuer_thread_t t;
@@ -352,14 +359,17 @@ static void test_flush_waits_for_other_threads_issuers(void** state) {
   thrd_t thread;
   assert_int_equal(thrd_create(&thread, issuer_main, &t), thrd_success);
   for (int i = 0; i < rounds; ++i) {
+    if (i >= min_rounds && hl_time_now() >= soft_end) break;
     hl_semaphore_t* s = NULL;
     HL_ASSERT_OK(hl_semaphore_create(0, hl_allocator_system(), &s));
     hl_fence_t* f = NULL;
     HL_ASSERT_OK(hl_fence_create(hl_allocator_system(), &f));
     HL_ASSERT_OK(hl_fence_insert(f, s, 1));
     atomic_store(&t.slot, f);
-    // Spin on the value (no host wait: it must not order anything).
+    // Spin on the value (no host wait: it must not order anything),
+    // yielding so that the issuer runs even when the CPUs are oversubscribed.
     while (hl_semaphore_value(s) < 1) {
+      thrd_yield();
     }
     hl_device_flush_work(device);
     // This thread's reference and the fence's; the submission's is gone.
