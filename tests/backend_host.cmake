@@ -5,3 +5,10 @@ hl_add_test(backend_host_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/backend_host_test.c
   LABELS backend concurrency
   TIMEOUT 60)
+
+# Peers of the host backend: HIPLINE_HOST_PEERS, peer_enable, peer copies
+# and cross-device event waits against the pool's dependencies.
+hl_add_test(backend_host_peer_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/backend_host_peer_test.c
+  LABELS backend concurrency multi-device
+  TIMEOUT 60)

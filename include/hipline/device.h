@@ -183,6 +183,63 @@ HL_API int64_t hl_device_live_count(void);
 // first queue failure is returned.
 HL_API hl_status_t hl_device_wait_idle(hl_device_t* device, int64_t deadline);
 
+// Peer access: which device's memory a queue may touch.
+//
+// A root (hl_queue_alloca, hl_buffer_wrap, ...) belongs to one device, and
+// its memory lives there. What reaches it:
+// - the queues of its own device, always;
+// - the queues of another device B of the same backend once B reaches the
+//   root's device A: hl_device_can_access_peer(B, A) is true and
+//   hl_device_enable_peer_access was called with both in the set. B's
+//   copies (hl_queue_copy) then read and write A's memory directly (a peer
+//   copy on B's stream), and B's dispatches may bind A's buffers. This
+//   covers every allocation of A's stream-ordered pool, those made before
+//   and after the call, hipline's suballocator slabs included (on hip the
+//   pool itself grants B access: hipMemPoolSetAccess; a device-wide
+//   hipDeviceEnablePeerAccess does not cover pool memory);
+// - nothing else: hl_queue_fill, hl_queue_read and hl_queue_write take
+//   buffers of the queue's own device only, and a dispatch or native call
+//   on B binding a buffer of a device B does not reach is INVALID_ARGUMENT.
+// hl_queue_copy between devices that do not reach each other is staged
+// through host memory (counted in hl_device_peer_stats; see
+// docs/multi-device.md). Every use, direct or staged, is recorded on the
+// root's use fence like a local one, so a dealloca or a fallback release of
+// the root waits for queues of other devices too.
+
+// Whether queues of |device| can be given access to the memory of |peer|
+// (true when they are the same device). Devices of different backends never
+// reach each other. Thread-safe; makes no change.
+HL_API hl_status_t hl_device_can_access_peer(hl_device_t* device,
+                                             hl_device_t* peer,
+                                             bool* out_can_access);
+
+// Enables access between every ordered pair of the |count| devices in
+// |devices| that hl_device_can_access_peer allows; a pair that cannot reach
+// each other is left as it is (its copies stay staged), and so is a pair
+// already enabled. All devices must be of one backend (INVALID_ARGUMENT
+// otherwise). Access is never disabled while the devices live. Thread-safe.
+HL_API hl_status_t hl_device_enable_peer_access(hl_device_t* const* devices,
+                                                size_t count);
+
+// Whether queues of |device| reach the memory of |peer| now (the same
+// device, or access enabled). Thread-safe.
+HL_API bool hl_device_peer_access_enabled(const hl_device_t* device,
+                                          const hl_device_t* peer);
+
+// Cross-device work of one device's queues, counted since its creation.
+typedef struct hl_device_peer_stats_t {
+  uint64_t peer_copies;    // hl_queue_copy done as one peer copy.
+  uint64_t peer_bytes;     // Bytes of those.
+  uint64_t staged_copies;  // hl_queue_copy staged through host memory.
+  uint64_t staged_bytes;   // Bytes of those.
+  // Device-side waits of this device's queues on a signal of another
+  // device's queue (a stream waits for another device's event).
+  uint64_t cross_device_waits;
+} hl_device_peer_stats_t;
+
+HL_API void hl_device_peer_stats(const hl_device_t* device,
+                                 hl_device_peer_stats_t* out_stats);
+
 #ifdef __cplusplus
 }
 #endif

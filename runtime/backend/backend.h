@@ -273,6 +273,28 @@ typedef struct hl_backend_vtable_t {
   hl_status_t (*graph_launch)(hl_backend_t* backend, hl_backend_graph_t* graph,
                               hl_backend_stream_t* stream);
   void (*graph_destroy)(hl_backend_t* backend, hl_backend_graph_t* graph);
+
+  // Peers, optional together (NULL: no device reaches another). |peer| is
+  // a live backend object of the same kind for another device.
+  //
+  // Whether work on this device's streams can read and write |peer|'s
+  // memory once peer_enable(backend, peer) has returned OK. Makes no change.
+  hl_status_t (*peer_can_access)(hl_backend_t* backend, hl_backend_t* peer,
+                                 bool* out_can_access);
+  // Makes all of |peer|'s memory, present and future, reachable from this
+  // device's streams: its stream-ordered pool included (hip:
+  // hipDeviceEnablePeerAccess from this device and hipMemPoolSetAccess on
+  // |peer|'s pool for this device). Only after peer_can_access said true;
+  // a second call for the same pair is OK and changes nothing.
+  hl_status_t (*peer_enable)(hl_backend_t* backend, hl_backend_t* peer);
+  // Copies |size| bytes from |src|, memory of |src_backend|, to |dst|,
+  // memory of |dst_backend|, in order on |stream| of this backend; this
+  // device reaches both (each is itself or an enabled peer). A stream
+  // operation as memcpy_async is (stream_ordered_host_work included).
+  hl_status_t (*memcpy_peer_async)(hl_backend_t* backend, void* dst,
+                                   hl_backend_t* dst_backend, const void* src,
+                                   hl_backend_t* src_backend, size_t size,
+                                   hl_backend_stream_t* stream);
 } hl_backend_vtable_t;
 
 struct hl_backend_t {

@@ -341,9 +341,9 @@ static hl_command_call_t* hl_command_call_create(
   }
   recorded->arg_roots = (uint32_t*)(recorded + 1);
   recorded->arg_flags = recorded->arg_roots + slots;
-  hl_status_t st = hl_dispatch_call_initialize(&recorded->call, cb->device,
-                                               owner, executable, kernel_name,
-                                               config, arg_count, args);
+  hl_status_t st = hl_dispatch_call_initialize(
+      &recorded->call, cb->device, owner, false, executable, kernel_name,
+      config, arg_count, args);
   if (st) {
     free(recorded);
     *out_status = hl_status_annotate(st, "%s into %s", what, owner);

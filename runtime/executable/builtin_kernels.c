@@ -149,7 +149,7 @@ static hl_status_t hl_param_extent(const hl_kernel_desc_t* desc, uint32_t i,
 // |owner| names what the work is recorded for ("queue 3", "command buffer")
 // in messages; buffers must belong to |device|.
 static hl_status_t hl_builtin_validate(hl_device_t* device, const char* owner,
-                                       const hl_kernel_desc_t* desc,
+                                       bool peers, const hl_kernel_desc_t* desc,
                                        size_t arg_count,
                                        const hl_kernel_arg_t* args,
                                        uint64_t* extents) {
@@ -214,12 +214,16 @@ static hl_status_t hl_builtin_validate(hl_device_t* device, const char* owner,
                             hl_access_name(a->access));
     }
     const hl_root_t* root = a->buffer->root;
-    if (root->device != device) {
+    if (root->device != device &&
+        (!peers || !hl_device_reaches(device, root->device))) {
       return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                             "kernel '%s' parameter %u (%s): buffer (root "
-                            "%llu) belongs to another device than %s",
+                            "%llu) belongs to another device than %s%s",
                             desc->name, i, p->name,
-                            (unsigned long long)root->id, owner);
+                            (unsigned long long)root->id, owner,
+                            peers ? ", which does not reach it (see "
+                                    "hl_device_enable_peer_access)"
+                                  : "");
     }
     uint64_t length = a->buffer->length;
     if (a->offset > length || a->length > length - a->offset) {
@@ -336,9 +340,10 @@ const hl_kernel_signature_t* hl_builtin_kernel_signature(hl_kernel_id_t id) {
 }
 
 hl_status_t hl_builtin_kernel_validate(hl_kernel_id_t id, hl_device_t* device,
-                                       const char* owner, size_t arg_count,
+                                       const char* owner, bool peers,
+                                       size_t arg_count,
                                        const hl_kernel_arg_t* args,
                                        uint64_t* out_extents) {
-  return hl_builtin_validate(device, owner, &kKernels[id], arg_count, args,
-                             out_extents);
+  return hl_builtin_validate(device, owner, peers, &kKernels[id], arg_count,
+                             args, out_extents);
 }

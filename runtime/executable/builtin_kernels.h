@@ -24,10 +24,12 @@ const hl_kernel_signature_t* hl_builtin_kernel_signature(hl_kernel_id_t id);
 // as hipline/dispatch.h documents for hl_queue_dispatch: INVALID_ARGUMENT or
 // OUT_OF_RANGE naming the parameter (index and name). |owner| names what the
 // work is recorded for in messages ("queue 3", "command buffer 2"); buffers
-// must belong to |device|. Writes the bytes the kernel touches through each
+// must belong to |device|, or with |peers| to a device it reaches
+// (hipline/device.h). Writes the bytes the kernel touches through each
 // parameter to |out_extents| (0 for scalars and NULL buffers).
 hl_status_t hl_builtin_kernel_validate(hl_kernel_id_t id, hl_device_t* device,
-                                       const char* owner, size_t arg_count,
+                                       const char* owner, bool peers,
+                                       size_t arg_count,
                                        const hl_kernel_arg_t* args,
                                        uint64_t* out_extents);
 

@@ -160,8 +160,8 @@ static hl_status_t hl_dispatch_submit(
       hl_recycler_alloc_default(&hl_dispatch_op_recycler_, (void**)&op),
       "a dispatch of '%s'", kernel_name);
   hl_status_t st = hl_dispatch_call_initialize(
-      &op->call, hl_queue_device(queue), owner, executable, kernel_name, config,
-      arg_count, args);
+      &op->call, hl_queue_device(queue), owner, true, executable, kernel_name,
+      config, arg_count, args);
   if (st) {
     hl_recycler_free(&hl_dispatch_op_recycler_, op);
     return st;

@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 static hl_status_t hl_user_arg_check(hl_device_t* device, const char* owner,
+                                     bool peers,
                                      const hl_kernel_signature_t* sig,
                                      uint32_t i, const hl_kernel_arg_t* a) {
   const hl_kernel_arg_desc_t* d = &sig->args[i];
@@ -67,12 +68,16 @@ static hl_status_t hl_user_arg_check(hl_device_t* device, const char* owner,
                           sig->name, i, d->name, (int)a->access);
   }
   const hl_root_t* root = a->buffer->root;
-  if (root->device != device) {
+  if (root->device != device &&
+      (!peers || !hl_device_reaches(device, root->device))) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
                           "kernel '%s' argument %u (%s): buffer (root %llu) "
-                          "belongs to another device than %s",
+                          "belongs to another device than %s%s",
                           sig->name, i, d->name, (unsigned long long)root->id,
-                          owner);
+                          owner,
+                          peers ? ", which does not reach it (see "
+                                  "hl_device_enable_peer_access)"
+                                : "");
   }
   uint64_t length = a->buffer->length;
   if (a->offset > length || a->length > length - a->offset) {
@@ -87,6 +92,7 @@ static hl_status_t hl_user_arg_check(hl_device_t* device, const char* owner,
 }
 
 static hl_status_t hl_user_args_check(hl_device_t* device, const char* owner,
+                                      bool peers,
                                       const hl_kernel_signature_t* sig,
                                       size_t arg_count,
                                       const hl_kernel_arg_t* args) {
@@ -101,7 +107,7 @@ static hl_status_t hl_user_args_check(hl_device_t* device, const char* owner,
   }
   for (uint32_t i = 0; i < sig->explicit_count; ++i) {
     HL_RETURN_IF_ERROR_PLAIN(
-        hl_user_arg_check(device, owner, sig, i, &args[i]));
+        hl_user_arg_check(device, owner, peers, sig, i, &args[i]));
   }
   return NULL;
 }
@@ -184,7 +190,7 @@ static void hl_dispatch_call_layout(hl_dispatch_call_t* call,
 
 hl_status_t hl_dispatch_call_initialize(hl_dispatch_call_t* call,
                                         hl_device_t* device, const char* owner,
-                                        hl_executable_t* executable,
+                                        bool peers, hl_executable_t* executable,
                                         const char* kernel_name,
                                         const hl_dispatch_config_t* config,
                                         size_t arg_count,
@@ -196,7 +202,7 @@ hl_status_t hl_dispatch_call_initialize(hl_dispatch_call_t* call,
     hl_kernel_id_t id = HL_KERNEL_COUNT;
     HL_RETURN_IF_ERROR_PLAIN(hl_builtin_kernel_lookup(kernel_name, &id));
     HL_RETURN_IF_ERROR_PLAIN(hl_builtin_kernel_validate(
-        id, device, owner, arg_count, args, extents));
+        id, device, owner, peers, arg_count, args, extents));
     HL_RETURN_IF_ERROR(hl_executable_kernel_resolve(executable, device,
                                                     kernel_name, &call->kernel),
                        "dispatching '%s' on %s", kernel_name, owner);
@@ -205,7 +211,7 @@ hl_status_t hl_dispatch_call_initialize(hl_dispatch_call_t* call,
                                                     kernel_name, &call->kernel),
                        "dispatching '%s' on %s", kernel_name, owner);
     HL_RETURN_IF_ERROR_PLAIN(hl_user_args_check(
-        device, owner, call->kernel.signature, arg_count, args));
+        device, owner, peers, call->kernel.signature, arg_count, args));
   }
   HL_RETURN_IF_ERROR_PLAIN(hl_dispatch_call_storage(call, kernel_name));
   memset(call->bindings, 0, call->arg_count * sizeof(*call->bindings));

@@ -67,11 +67,13 @@ typedef struct hl_dispatch_call_t {
 // scalar size, access, device, range; INVALID_ARGUMENT, OUT_OF_RANGE or
 // UNIMPLEMENTED naming the argument); then the device's object is selected
 // and loaded (NOT_FOUND). |owner| names what the work is recorded for in
-// messages ("queue 3", "command buffer 2"). Retains |executable|, no
-// buffer. On failure |call| holds nothing.
+// messages ("queue 3", "command buffer 2"). With |peers| (a queue's
+// dispatch) a buffer may belong to a device |device| reaches
+// (hipline/device.h); without (command buffers), to |device| only. Retains
+// |executable|, no buffer. On failure |call| holds nothing.
 hl_status_t hl_dispatch_call_initialize(hl_dispatch_call_t* call,
                                         hl_device_t* device, const char* owner,
-                                        hl_executable_t* executable,
+                                        bool peers, hl_executable_t* executable,
                                         const char* kernel_name,
                                         const hl_dispatch_config_t* config,
                                         size_t arg_count,

@@ -6,6 +6,7 @@
 // release.c (the dealloca op, a root's last references and the fallback
 // release: one file, because the fallback frees with a dealloca and a
 // failed dealloca can hand a root to the fallback), transfer.c,
+// peer_copy.c (copies between devices),
 // suballocator.c (and suballocator_account.c, its reports). No circle of
 // files (tools/check_circles.py).
 #ifndef HIPLINE_RUNTIME_MEMORY_MEMORY_INTERNAL_H_
@@ -395,6 +396,21 @@ void hl_memory_pay_owed_drains(hl_device_t* device);
 hl_status_t hl_root_dealloca_as(hl_queue_t* queue, const hl_fence_t* wait_fence,
                                 const hl_fence_t* signal_fence, hl_root_t* root,
                                 const char* who);
+
+// Copies (transfer.c, used by hl_queue_copy in peer_copy.c): checks
+// |buffer| and the range for |what| on |queue| (a buffer of another device
+// is INVALID_ARGUMENT unless |any_device|), and submits a copy as one
+// transfer op, a peer copy when |peer| (a root of another device that the
+// queue's device reaches).
+hl_status_t hl_transfer_check_buffer(const char* what, hl_queue_t* queue,
+                                     const hl_buffer_t* buffer, uint64_t offset,
+                                     uint64_t length, bool any_device);
+hl_status_t hl_queue_copy_direct(hl_queue_t* queue,
+                                 const hl_fence_t* wait_fence,
+                                 const hl_fence_t* signal_fence,
+                                 hl_buffer_t* source, uint64_t source_offset,
+                                 hl_buffer_t* target, uint64_t target_offset,
+                                 uint64_t length, bool peer);
 
 #define HL_ROOT_OP_REF ((UINT64_C(1) << 32) + 1)
 

@@ -1,4 +1,6 @@
 // Queue operations that move bytes: fill, copy, read and write.
+// hl_queue_copy itself is in peer_copy.c, which decides how a copy between
+// devices goes and makes it with the ops here.
 //
 // Each is stream work (hl_stream_work_issue): it checks that every root it
 // touches is still live, failing the submission with FAILED_PRECONDITION
@@ -36,6 +38,9 @@ typedef struct hl_transfer_op_t {
   const void* host_source;
   uint32_t queue_id;
   uint64_t value;
+  // A copy with a root of another device (which the queue's device
+  // reaches): a peer copy between the roots' devices.
+  bool peer;
   hl_stream_work_t work;  // Filled at issue.
 } hl_transfer_op_t;
 
@@ -85,6 +90,13 @@ static hl_status_t hl_transfer_run(void* user) {
           b->vtable->memset32_async(b, dst, op->pattern,
                                     (size_t)(op->length / 4), op->work.stream));
     case HL_TRANSFER_COPY:
+      if (op->peer) {
+        return hl_stream_work_write_failed(
+            &op->work,
+            b->vtable->memcpy_peer_async(b, dst, op->target->device->backend,
+                                         src, op->source->device->backend,
+                                         (size_t)op->length, op->work.stream));
+      }
       return hl_stream_work_write_failed(
           &op->work, b->vtable->memcpy_async(b, dst, src, (size_t)op->length,
                                              op->work.stream));
@@ -139,14 +151,14 @@ static const hl_op_vtable_t hl_transfer_vtable = {
     .release_light = hl_transfer_release_light,
 };
 
-static hl_status_t hl_transfer_check_range(const char* what, hl_queue_t* queue,
-                                           const hl_buffer_t* buffer,
-                                           uint64_t offset, uint64_t length) {
+hl_status_t hl_transfer_check_buffer(const char* what, hl_queue_t* queue,
+                                     const hl_buffer_t* buffer, uint64_t offset,
+                                     uint64_t length, bool any_device) {
   if (!buffer) {
     return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT, "%s: buffer is NULL",
                           what);
   }
-  if (buffer->root->device != hl_queue_device(queue)) {
+  if (!any_device && buffer->root->device != hl_queue_device(queue)) {
     return HL_MAKE_STATUS(
         HL_STATUS_INVALID_ARGUMENT,
         "%s: buffer (root %llu) belongs to another device than "
@@ -161,6 +173,12 @@ static hl_status_t hl_transfer_check_range(const char* what, hl_queue_t* queue,
         (unsigned long long)buffer->length);
   }
   return NULL;
+}
+
+static hl_status_t hl_transfer_check_range(const char* what, hl_queue_t* queue,
+                                           const hl_buffer_t* buffer,
+                                           uint64_t offset, uint64_t length) {
+  return hl_transfer_check_buffer(what, queue, buffer, offset, length, false);
 }
 
 static hl_status_t hl_transfer_submit(hl_queue_t* queue,
@@ -202,23 +220,19 @@ hl_status_t hl_queue_fill(hl_queue_t* queue, const hl_fence_t* wait_fence,
   return hl_transfer_submit(queue, wait_fence, signal_fence, &proto);
 }
 
-hl_status_t hl_queue_copy(hl_queue_t* queue, const hl_fence_t* wait_fence,
-                          const hl_fence_t* signal_fence, hl_buffer_t* source,
-                          uint64_t source_offset, hl_buffer_t* target,
-                          uint64_t target_offset, uint64_t length) {
-  if (!queue)
-    return HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
-                          "hl_queue_copy: queue is NULL");
-  HL_RETURN_IF_ERROR_PLAIN(hl_transfer_check_range(
-      "hl_queue_copy source", queue, source, source_offset, length));
-  HL_RETURN_IF_ERROR_PLAIN(hl_transfer_check_range(
-      "hl_queue_copy target", queue, target, target_offset, length));
+hl_status_t hl_queue_copy_direct(hl_queue_t* queue,
+                                 const hl_fence_t* wait_fence,
+                                 const hl_fence_t* signal_fence,
+                                 hl_buffer_t* source, uint64_t source_offset,
+                                 hl_buffer_t* target, uint64_t target_offset,
+                                 uint64_t length, bool peer) {
   hl_transfer_op_t proto = {.kind = HL_TRANSFER_COPY,
                             .source = source->root,
                             .source_offset = source->offset + source_offset,
                             .target = target->root,
                             .target_offset = target->offset + target_offset,
-                            .length = length};
+                            .length = length,
+                            .peer = peer};
   return hl_transfer_submit(queue, wait_fence, signal_fence, &proto);
 }
 

@@ -12,6 +12,7 @@
 #include "runtime/base/env.h"
 #include "runtime/base/faults.h"
 #include "runtime/base/log.h"
+#include "runtime/base/peer_spec.h"
 #include "runtime/base/time_util.h"
 #include "runtime/base/trace.h"
 #include "runtime/timeline/timeline_internal.h"
@@ -145,6 +146,8 @@ hl_status_t hl_environment_check(void) {
   if (trace) HL_RETURN_IF_ERROR_PLAIN(hl_trace_path_check(trace));
   uint32_t depth = 0;
   HL_RETURN_IF_ERROR_PLAIN(hl_queue_depth_from_env(&depth));
+  uint64_t unreachable[HL_PEER_SPEC_MAX_DEVICES];
+  HL_RETURN_IF_ERROR_PLAIN(hl_peer_spec_from_env(unreachable));
   hl_environment_warn_misspelt();
   return NULL;
 }

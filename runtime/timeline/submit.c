@@ -244,6 +244,11 @@ void hl_queue_plan_issue_locked(hl_queue_t* queue, hl_submission_t* sub,
       hl_semaphore_unlock(s);
       plan->waits[plan->wait_count++] = shared;
       ++queue->stats.waits_issued;
+      if (shared->device != queue->device) {
+        // A stream waits for another device's event (hl_device_peer_stats).
+        atomic_fetch_add_explicit(&queue->device->cross_device_waits, 1,
+                                  memory_order_relaxed);
+      }
       hl_frontier_raise(queue, s->id, reached);
     }
   }

@@ -177,7 +177,31 @@ struct hl_device_t {
 
   // State of the layers above, one slot each (see hl_device_extension_t).
   hl_device_extension_t extensions[HL_DEVICE_EXTENSION_COUNT];
+
+  // Peer access (device_peer.c): bit i is set once this device reaches the
+  // memory of the devices of ordinal i of its backend (set, never cleared,
+  // after the backend enabled it; read with acquire loads).
+  _Atomic uint64_t peers_enabled;
+  // hl_device_peer_stats_t, relaxed counters.
+  _Atomic uint64_t peer_copies;
+  _Atomic uint64_t peer_bytes;
+  _Atomic uint64_t staged_copies;
+  _Atomic uint64_t staged_bytes;
+  _Atomic uint64_t cross_device_waits;
 };
+
+// Whether queues of |device| reach memory of |owner| (hl_device_peer_access_
+// enabled without the NULL checks): the same device, or enabled peers.
+static inline bool hl_device_reaches(const hl_device_t* device,
+                                     const hl_device_t* owner) {
+  if (device == owner) return true;
+  return device->props.backend == owner->props.backend &&
+         owner->props.ordinal >= 0 && owner->props.ordinal < 64 &&
+         ((atomic_load_explicit(&((hl_device_t*)device)->peers_enabled,
+                                memory_order_acquire) >>
+           owner->props.ordinal) &
+          1u);
+}
 
 // The state installed in |id|'s slot, or NULL (acquire: what the installing
 // thread wrote before installing is visible).

@@ -47,6 +47,10 @@
 //   the kernel's parameter sizes, and runs the host reference kernel on the
 //   stream's worker. A user code object's kernels run their host twins
 //   (trt_twins.h) the same way.
+// - Peers: hipDeviceCanAccessPeer follows HL_HIP_TEST_RUNTIME_PEERS; a pool's
+//   memory is reachable from another device only after hipMemPoolSetAccess
+//   grants it, and a copy, fill or built-in kernel whose stream's device does
+//   not reach its memory fails with hipErrorIllegalAddress (see "Peers").
 // - Targets: every device reports gfx90a:sramecc+:xnack-, or the entry of
 //   HL_HIP_TEST_RUNTIME_TARGETS (comma-separated, one per device; the last
 //   one repeats) for it.
@@ -137,6 +141,9 @@ enum {
   hipErrorInvalidImage = 200,
   hipErrorInvalidHandle = 400,
   hipErrorNotFound = 500,
+  hipErrorPeerAccessUnsupported = 217,
+  hipErrorIllegalAddress = 700,
+  hipErrorPeerAccessAlreadyEnabled = 704,
 };
 
 #define TRT_MAX_DEVICES 4
@@ -252,6 +259,9 @@ typedef struct trt_block_t {
 struct hl_ihipMemPool_t {
   uint32_t magic;
   int device;
+  // Devices other than |device| granted access (hipMemPoolSetAccess), one
+  // bit per ordinal; under trt.mutex.
+  unsigned access;
   uint64_t release_threshold;
   int reuse[3];
   uint64_t busy_bytes, busy_high;
@@ -311,6 +321,11 @@ static struct {
   hipStream_t streams[256];  // Live streams, for hipDeviceSynchronize.
   int stream_count;
   char targets[TRT_MAX_DEVICES][64];  // gcnArchName per device.
+  // Peers (HL_HIP_TEST_RUNTIME_PEERS): bit j of |peer_capable[i]| when
+  // device i can access device j; |peer_enabled[i]| what device i enabled
+  // with hipDeviceEnablePeerAccess. Under trt.mutex.
+  unsigned peer_capable[TRT_MAX_DEVICES];
+  unsigned peer_enabled[TRT_MAX_DEVICES];
   int max_streams;  // hipStreamCreate* fails beyond this many live streams.
 } trt;
 
@@ -362,6 +377,30 @@ static void trt_parse_targets(const char* list) {
   }
 }
 
+// HL_HIP_TEST_RUNTIME_PEERS: "all" (the default), "none", or the pairs
+// that can access each other, "0-1,2-3" (both ways).
+static void trt_parse_peers(const char* list) {
+  bool all = !list || !*list || strcmp(list, "all") == 0;
+  for (int i = 0; i < TRT_MAX_DEVICES; ++i) {
+    trt.peer_capable[i] = all ? (1u << TRT_MAX_DEVICES) - 1u : 1u << i;
+  }
+  if (all || strcmp(list, "none") == 0) return;
+  for (const char* p = list; *p;) {
+    unsigned a = 0, b = 0;
+    int used = 0;
+    if (sscanf(p, "%u-%u%n", &a, &b, &used) != 2 || a >= TRT_MAX_DEVICES ||
+        b >= TRT_MAX_DEVICES || a == b || (p[used] && p[used] != ',')) {
+      trt_die(
+          "HL_HIP_TEST_RUNTIME_PEERS=\"%s\": expected all, none or "
+          "pairs A-B,... of ordinals below %d",
+          list, TRT_MAX_DEVICES);
+    }
+    trt.peer_capable[a] |= 1u << b;
+    trt.peer_capable[b] |= 1u << a;
+    p += used + (p[used] == ',');
+  }
+}
+
 static void trt_initialize(void) {
   mtx_init(&trt.mutex, mtx_plain);
   cnd_init(&trt.cond);
@@ -389,6 +428,7 @@ static void trt_initialize(void) {
   // HIP encodes major * 10^7 + minor * 10^5 + patch.
   trt.version = major * 10000000 + minor * 100000;
   trt_parse_targets(getenv("HL_HIP_TEST_RUNTIME_TARGETS"));
+  trt_parse_peers(getenv("HL_HIP_TEST_RUNTIME_PEERS"));
   for (int i = 0; i < TRT_MAX_DEVICES; ++i) {
     struct hl_ihipMemPool_t* pool = &trt.default_pools[i];
     pool->magic = TRT_POOL_MAGIC;
@@ -814,6 +854,15 @@ static trt_block_t* trt_block_find_locked(const void* ptr) {
   return NULL;
 }
 
+// The busy or free block holding all of [ptr, ptr+size), or NULL.
+static trt_block_t* trt_block_containing_locked(const void* ptr, size_t size) {
+  const char* p = ptr;
+  for (trt_block_t* block = trt.blocks; block; block = block->next) {
+    if (p >= block->ptr && p + size <= block->ptr + block->size) return block;
+  }
+  return NULL;
+}
+
 // Whether [ptr, ptr+size) lies in device memory or pinned host memory.
 static bool trt_is_async_memory_locked(const void* ptr, size_t size) {
   const char* p = ptr;
@@ -824,6 +873,24 @@ static bool trt_is_async_memory_locked(const void* ptr, size_t size) {
     if (p >= range->ptr && p + size <= range->ptr + range->size) return true;
   }
   return false;
+}
+
+// Whether device |device| reaches [ptr, ptr+size): anything but memory of
+// another device's pool that has not granted it access (host memory is
+// judged elsewhere). An access it does not reach faults on a GPU; here the
+// call that would make it fails with hipErrorIllegalAddress.
+static bool trt_device_reaches_locked(int device, const void* ptr,
+                                      size_t size) {
+  const char* p = ptr;
+  for (trt_block_t* block = trt.blocks; block; block = block->next) {
+    if (p + size <= block->ptr || p >= block->ptr + block->size) continue;
+    if (block->pool->device != device &&
+        !(block->pool->access & (1u << device))) {
+      trt.counters.peer_faults++;
+      return false;
+    }
+  }
+  return true;
 }
 
 hipError_t hipMemPoolCreate(hipMemPool_t* pool, const hipMemPoolProps* props) {
@@ -1233,6 +1300,7 @@ hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event,
     return hipErrorInvalidValue;
   }
   mtx_lock(&trt.mutex);
+  if (event->device != stream->device) trt.counters.cross_device_waits++;
   if (event->token && !event->token->done) {
     // Waits for the record as of now; a later record makes a new token.
     trt_op_t* op = trt_op_new(TRT_OP_WAIT);
@@ -1395,6 +1463,12 @@ hipError_t hipMemcpyAsync(void* dst, const void* src, size_t size, int kind,
   op->u.copy.src = src;
   op->u.copy.size = size;
   mtx_lock(&trt.mutex);
+  if (!trt_device_reaches_locked(stream->device, dst, size) ||
+      !trt_device_reaches_locked(stream->device, src, size)) {
+    mtx_unlock(&trt.mutex);
+    free(op);
+    return hipErrorIllegalAddress;
+  }
   bool async = trt_is_async_memory_locked(dst, size) &&
                trt_is_async_memory_locked(src, size);
   if (async) {
@@ -1426,13 +1500,125 @@ hipError_t hipMemsetD32Async(hipDeviceptr_t dst, int value, size_t count,
   if (count == 0) return hipSuccess;
   mtx_lock(&trt.mutex);
   bool reachable = trt_is_async_memory_locked(dst, count * 4);
+  bool peer_ok = trt_device_reaches_locked(stream->device, dst, count * 4);
   mtx_unlock(&trt.mutex);
   if (!reachable) return hipErrorInvalidValue;  // Pageable host memory.
+  if (!peer_ok) return hipErrorIllegalAddress;
   trt_op_t* op = trt_op_new(TRT_OP_SET32);
   op->u.set.dst = dst;
   memcpy(&op->u.set.value, &value, sizeof(value));
   op->u.set.count = count;
   trt_enqueue(stream, op);
+  return hipSuccess;
+}
+
+//===----------------------------------------------------------------------===//
+// Peers
+//===----------------------------------------------------------------------===//
+// As CUDA and ROCm: hipDeviceCanAccessPeer reports the machine's matrix;
+// hipDeviceEnablePeerAccess (from the current device) covers plain device
+// memory only, and memory of a stream-ordered pool is reachable from
+// another device only once the pool grants it (hipMemPoolSetAccess, which
+// needs the pair to be peer-capable). A copy, fill or kernel whose stream's
+// device does not reach its memory fails with hipErrorIllegalAddress (a GPU
+// would fault). hipMemcpyPeerAsync is held to the same rule: stricter than
+// HIP, which may stage a peer copy itself, so that hipline never relies on
+// that.
+
+hipError_t hipDeviceCanAccessPeer(int* can_access, int device,
+                                  int peer_device) {
+  TRT_COUNT(hipDeviceCanAccessPeer);
+  trt_init();
+  if (!can_access) return hipErrorInvalidValue;
+  if (!trt_device_valid(device) || !trt_device_valid(peer_device)) {
+    return hipErrorInvalidDevice;
+  }
+  *can_access = device != peer_device &&
+                (trt.peer_capable[device] & (1u << peer_device)) != 0;
+  return hipSuccess;
+}
+
+hipError_t hipDeviceEnablePeerAccess(int peer_device, unsigned int flags) {
+  TRT_COUNT(hipDeviceEnablePeerAccess);
+  trt_init();
+  int device = trt_current_device;
+  if (flags) return hipErrorInvalidValue;
+  if (!trt_device_valid(peer_device) || peer_device == device) {
+    return hipErrorInvalidDevice;
+  }
+  mtx_lock(&trt.mutex);
+  hipError_t error = hipSuccess;
+  if (!(trt.peer_capable[device] & (1u << peer_device))) {
+    error = hipErrorPeerAccessUnsupported;
+  } else if (trt.peer_enabled[device] & (1u << peer_device)) {
+    error = hipErrorPeerAccessAlreadyEnabled;
+  } else {
+    trt.peer_enabled[device] |= 1u << peer_device;
+  }
+  mtx_unlock(&trt.mutex);
+  return error;
+}
+
+hipError_t hipMemPoolSetAccess(hipMemPool_t pool, const hipMemAccessDesc* descs,
+                               size_t count) {
+  TRT_COUNT(hipMemPoolSetAccess);
+  trt_init();
+  if (!pool || pool->magic != TRT_POOL_MAGIC || (count && !descs)) {
+    return hipErrorInvalidValue;
+  }
+  mtx_lock(&trt.mutex);
+  hipError_t error = hipSuccess;
+  for (size_t i = 0; i < count && error == hipSuccess; ++i) {
+    int device = descs[i].location.id;
+    if (descs[i].location.type != HL_HIP_MEM_LOCATION_TYPE_DEVICE ||
+        !trt_device_valid(device) ||
+        (descs[i].flags != 0 && descs[i].flags != 1 && descs[i].flags != 3)) {
+      error = hipErrorInvalidValue;
+    } else if (device == pool->device) {
+      // The owner always has access; it cannot be taken away.
+      if (descs[i].flags != 3) error = hipErrorInvalidDevice;
+    } else if (!(trt.peer_capable[device] & (1u << pool->device))) {
+      error = hipErrorInvalidDevice;
+    } else if (descs[i].flags) {
+      pool->access |= 1u << device;
+    } else {
+      pool->access &= ~(1u << device);
+    }
+  }
+  mtx_unlock(&trt.mutex);
+  return error;
+}
+
+hipError_t hipMemcpyPeerAsync(void* dst, int dst_device, const void* src,
+                              int src_device, size_t size, hipStream_t stream) {
+  TRT_COUNT(hipMemcpyPeerAsync);
+  if (trt_capturing(stream)) return hipErrorStreamCaptureUnsupported;
+  if (!trt_stream_valid(stream) || !trt_device_valid(dst_device) ||
+      !trt_device_valid(src_device)) {
+    return hipErrorInvalidValue;
+  }
+  if (size == 0) return hipSuccess;
+  if (!dst || !src) return hipErrorInvalidValue;
+  mtx_lock(&trt.mutex);
+  trt_block_t* d = trt_block_containing_locked(dst, size);
+  trt_block_t* s = trt_block_containing_locked(src, size);
+  if (!d || !s || d->pool->device != dst_device ||
+      s->pool->device != src_device) {
+    mtx_unlock(&trt.mutex);
+    return hipErrorInvalidValue;  // Not device memory of those devices.
+  }
+  if (!trt_device_reaches_locked(stream->device, dst, size) ||
+      !trt_device_reaches_locked(stream->device, src, size)) {
+    mtx_unlock(&trt.mutex);
+    return hipErrorIllegalAddress;
+  }
+  trt.counters.peer_copies++;
+  trt_op_t* op = trt_op_new(TRT_OP_COPY);
+  op->u.copy.dst = dst;
+  op->u.copy.src = src;
+  op->u.copy.size = size;
+  trt_enqueue_locked(stream, op);
+  mtx_unlock(&trt.mutex);
   return hipSuccess;
 }
 
@@ -1618,6 +1804,22 @@ static hipError_t trt_launch_twin(hipFunction_t function, unsigned grid_x,
   return hipSuccess;
 }
 
+// Whether every pointer-sized argument of a built-in kernel that points
+// into a pool block is memory |device| reaches (the kernels' buffers).
+static bool trt_kernel_reaches(int device, const hl_host_kernel_t* kernel,
+                               void** kernel_params) {
+  mtx_lock(&trt.mutex);
+  bool ok = true;
+  for (uint32_t i = 0; i < kernel->param_count && i < 16 && ok; ++i) {
+    if (kernel->param_sizes[i] != sizeof(void*)) continue;
+    void* pointer = NULL;
+    memcpy(&pointer, kernel_params[i], sizeof(pointer));
+    ok = trt_device_reaches_locked(device, pointer, 1);
+  }
+  mtx_unlock(&trt.mutex);
+  return ok;
+}
+
 hipError_t hipModuleLaunchKernel(hipFunction_t function, unsigned int grid_x,
                                  unsigned int grid_y, unsigned int grid_z,
                                  unsigned int block_x, unsigned int block_y,
@@ -1661,6 +1863,10 @@ hipError_t hipModuleLaunchKernel(hipFunction_t function, unsigned int grid_x,
     memcpy(op->u.kernel.storage + offset, kernel_params[i], size);
     op->u.kernel.params[i] = op->u.kernel.storage + offset;
     offset += (size + 15u) & ~(size_t)15u;
+  }
+  if (!trt_kernel_reaches(stream->device, kernel, kernel_params)) {
+    free(op);
+    return hipErrorIllegalAddress;
   }
   trt_enqueue(stream, op);
   return hipSuccess;

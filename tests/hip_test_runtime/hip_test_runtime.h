@@ -26,6 +26,9 @@
 //                                     free to execute, as clr's
 //                                     Heap::RemoveMemory does (ts->Wait())
 //                                     from ROCm 6.2 (default 0)
+//   HL_HIP_TEST_RUNTIME_PEERS         which devices can access each other:
+//                                     all (default), none, or pairs
+//                                     "0-1,2-3" (both ways)
 //   HL_HIP_TEST_RUNTIME_MAX_STREAMS   live streams, 1..256 (default 256): a
 //                                     hipStreamCreateWithFlags past it fails
 //                                     with hipErrorOutOfMemory; a stream
@@ -59,6 +62,9 @@ typedef struct hl_trt_counters_t {
   int64_t event_synchronizes;  // hipEventSynchronize calls.
   int64_t live_graphs;         // Graphs and executable graphs not destroyed.
   int64_t graph_launches;
+  int64_t peer_copies;         // hipMemcpyPeerAsync calls enqueued.
+  int64_t peer_faults;         // Accesses refused: memory not reachable.
+  int64_t cross_device_waits;  // hipStreamWaitEvent on another device's event.
 } hl_trt_counters_t;
 
 typedef void (*hl_trt_get_counters_fn_t)(hl_trt_counters_t* out);

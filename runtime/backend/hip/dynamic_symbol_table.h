@@ -92,6 +92,18 @@ HL_HIP_PFN(REQUIRED, hipError_t, hipMemPoolGetAttribute,
 HL_HIP_PFN(REQUIRED, hipError_t, hipMemPoolTrimTo,
            (hipMemPool_t pool, size_t min_bytes_to_hold))
 
+// Peers (runtime/backend/hip/hip_peer.c). OPTIONAL: without them no device
+// reaches another and cross-device copies are staged through the host.
+HL_HIP_PFN(OPTIONAL, hipError_t, hipDeviceCanAccessPeer,
+           (int* can_access, int device, int peer_device))
+HL_HIP_PFN(OPTIONAL, hipError_t, hipDeviceEnablePeerAccess,
+           (int peer_device, unsigned int flags))
+HL_HIP_PFN(OPTIONAL, hipError_t, hipMemPoolSetAccess,
+           (hipMemPool_t pool, const hipMemAccessDesc* descs, size_t count))
+HL_HIP_PFN(OPTIONAL, hipError_t, hipMemcpyPeerAsync,
+           (void* dst, int dst_device, const void* src, int src_device,
+            size_t size, hipStream_t stream))
+
 // Modules and kernel launch.
 HL_HIP_PFN(REQUIRED, hipError_t, hipModuleLoadData,
            (hipModule_t * module, const void* image))

@@ -482,4 +482,7 @@ static const hl_backend_vtable_t hl_hip_backend_vtable = {
     .graph_capture = hl_hip_graph_capture,
     .graph_launch = hl_hip_graph_launch,
     .graph_destroy = hl_hip_graph_destroy,
+    .peer_can_access = hl_hip_peer_can_access,
+    .peer_enable = hl_hip_peer_enable,
+    .memcpy_peer_async = hl_hip_memcpy_peer_async,
 };

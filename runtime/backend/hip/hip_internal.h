@@ -21,6 +21,7 @@
 //   hip_pool.c     stream-ordered allocation and the pool
 //   hip_module.c   modules and kernels
 //   hip_graph.c    graph capture and launch
+//   hip_peer.c     peer access and peer copies
 #ifndef HIPLINE_RUNTIME_BACKEND_HIP_HIP_INTERNAL_H_
 #define HIPLINE_RUNTIME_BACKEND_HIP_HIP_INTERNAL_H_
 
@@ -209,5 +210,13 @@ hl_status_t hl_hip_launch_kernel(hl_backend_t* base,
                                  hl_backend_function_t* function,
                                  const hl_launch_config_t* config,
                                  void** params, hl_backend_stream_t* stream);
+
+hl_status_t hl_hip_peer_can_access(hl_backend_t* base, hl_backend_t* base_peer,
+                                   bool* out_can_access);
+hl_status_t hl_hip_peer_enable(hl_backend_t* base, hl_backend_t* base_peer);
+hl_status_t hl_hip_memcpy_peer_async(hl_backend_t* base, void* dst,
+                                     hl_backend_t* dst_backend, const void* src,
+                                     hl_backend_t* src_backend, size_t size,
+                                     hl_backend_stream_t* stream);
 
 #endif  // HIPLINE_RUNTIME_BACKEND_HIP_HIP_INTERNAL_H_

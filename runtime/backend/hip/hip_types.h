@@ -78,6 +78,15 @@ typedef struct hl_hipMemLocation_t {
 } hipMemLocation;
 
 #define HL_HIP_MEM_LOCATION_TYPE_DEVICE 1
+
+// hipMemAccessDesc (hipMemPoolSetAccess): who may access a pool's memory.
+typedef struct hl_hipMemAccessDesc_t {
+  hipMemLocation location;
+  int flags;  // hipMemAccessFlags.
+} hipMemAccessDesc;
+#define HL_HIP_MEM_ACCESS_FLAGS_PROT_READ_WRITE 3
+// hipDeviceEnablePeerAccess for a pair already enabled.
+#define HL_HIP_ERROR_PEER_ACCESS_ALREADY_ENABLED 704
 #define HL_HIP_MEM_ALLOCATION_TYPE_PINNED 1
 #define HL_HIP_MEM_HANDLE_TYPE_NONE 0
 
@@ -142,5 +151,6 @@ _Static_assert(offsetof(hl_hip_device_prop_r0000_t, arch) == 356,
 _Static_assert(offsetof(hl_hip_device_prop_r0000_t, gcn_arch_name) == 396,
                "hipDeviceProp_t.gcnArchName offset");
 _Static_assert(sizeof(hipMemPoolProps) == 88, "hipMemPoolProps size");
+_Static_assert(sizeof(hipMemAccessDesc) == 12, "hipMemAccessDesc size");
 
 #endif  // HIPLINE_RUNTIME_BACKEND_HIP_HIP_TYPES_H_

@@ -146,7 +146,10 @@ static hl_status_t hl_host_stream_wait_event(hl_backend_t* backend,
   hl_backend_stream_t* other = hl_host_event_snapshot(event, &seq);
   if (!other) return NULL;  // Never recorded: complete.
   hl_status_t st = hl_host_stream_enqueue_wait(stream, other, seq);
-  if (!st)
+  // A stream of another device (a cross-device wait) frees nothing into
+  // this pool, and stream ids are dense per device: only this device's
+  // streams are dependencies of its pool.
+  if (!st && other->device == hl_host_cast(backend))
     hl_host_pool_note_dependency(hl_host_cast(backend), stream, other, seq);
   hl_host_stream_release(other);
   return st;
@@ -427,6 +430,9 @@ static const hl_backend_vtable_t hl_host_vtable = {
     .launch_kernel = hl_host_launch_kernel,
     .live_counts = hl_host_live_counts,
     .set_poison = hl_host_backend_set_poison,
+    .peer_can_access = hl_host_peer_can_access,
+    .peer_enable = hl_host_peer_enable,
+    .memcpy_peer_async = hl_host_memcpy_peer_async,
 };
 
 hl_status_t hl_host_backend_create(int ordinal, hl_allocator_t allocator,

@@ -6,6 +6,7 @@
 //   host_stream.c  streams and their workers            -> items
 //   host_event.c   events, (stream, sequence) pairs      -> streams, items
 //   host_pool.c    the stream-ordered pool              -> streams, items
+//   host_peer.c    peer access (HIPLINE_HOST_PEERS)     -> items
 //   host_backend.c the vtable and device lifecycle       -> all of the above
 #ifndef HIPLINE_RUNTIME_BACKEND_HOST_HOST_INTERNAL_H_
 #define HIPLINE_RUNTIME_BACKEND_HOST_HOST_INTERNAL_H_
@@ -87,6 +88,8 @@ typedef struct hl_host_backend_t {
   atomic_int_least64_t live_modules;
   // HIPLINE_HOST_INLINE: streams may run runtime work inline.
   bool inline_work;
+  // Ordinals whose memory this device was enabled to reach (host_peer.c).
+  _Atomic uint64_t peers_enabled;
   hl_host_pool_t pool;
 } hl_host_backend_t;
 
@@ -161,6 +164,16 @@ void hl_host_pool_note_dependency(hl_host_backend_t* device,
 // Forgets a destroyed stream: its cached blocks become plainly free.
 void hl_host_pool_forget_stream(hl_host_backend_t* device,
                                 hl_backend_stream_t* stream);
+
+// The host backend's peer entries (host_peer.c).
+hl_status_t hl_host_peer_can_access(hl_backend_t* backend, hl_backend_t* peer,
+                                    bool* out_can_access);
+hl_status_t hl_host_peer_enable(hl_backend_t* backend, hl_backend_t* peer);
+hl_status_t hl_host_memcpy_peer_async(hl_backend_t* backend, void* dst,
+                                      hl_backend_t* dst_backend,
+                                      const void* src,
+                                      hl_backend_t* src_backend, size_t size,
+                                      hl_backend_stream_t* stream);
 
 // The host backend's vtable set_poison entry (checked mode).
 void hl_host_backend_set_poison(hl_backend_t* backend, bool poison);
