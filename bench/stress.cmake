@@ -36,6 +36,7 @@ add_executable(hipline-stress
   ${CMAKE_CURRENT_SOURCE_DIR}/stress/workload_random.c
   ${CMAKE_CURRENT_SOURCE_DIR}/stress/workload_multistream.c
   ${CMAKE_CURRENT_SOURCE_DIR}/stress/workload_serving.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/stress/workload_tp.c
   ${CMAKE_CURRENT_SOURCE_DIR}/stress/workload_replay.c
   ${CMAKE_CURRENT_SOURCE_DIR}/stress/torch_model.c
   ${CMAKE_CURRENT_SOURCE_DIR}/stress/arena_model.c

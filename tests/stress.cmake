@@ -9,7 +9,7 @@ if(TARGET hipline-stress)
                  replay-csv malformed-log bad-flags plot
                  silent-failures interrupt interrupt-convert outputs parsing
                  plot-input terminal memory-counters memory-snapshot
-                 plot-memory table-width)
+                 plot-memory table-width tp)
       add_test(NAME stress_${case}
         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/stress_check.py
                 --stress $<TARGET_FILE:hipline-stress>
@@ -30,3 +30,7 @@ endif()
 hl_add_test(stress_trace_capture_test
   SOURCES stress_trace_capture_test.c
   LABELS stress concurrency)
+
+if(TEST stress_tp)
+  set_property(TEST stress_tp APPEND PROPERTY LABELS multi-device)
+endif()

@@ -935,7 +935,52 @@ def case_table_width(a):
         check(column in header[0].split(), "--wide lacks %s" % column)
 
 
+def case_tp(a):
+    """--workload tp --devices 4 on 4 host devices: peers, then every pair
+    unreachable (staged); both verify, keep reserved <= 1.1 x live per
+    device, and gather the same bytes."""
+    runs = {}
+    for name, peers in (("peer", "all=on"), ("staged", "all=off")):
+        out = os.path.join(a.work, "tp-%s.json" % name)
+        run(["--workload", "tp", "--devices", "4", "--backend", "host",
+             "--iterations", "30", "--json", out, "--quiet"], a.stress,
+            {"HIPLINE_HOST_DEVICES": "4", "HIPLINE_HOST_PEERS": peers})
+        with open(out) as f:
+            r = json.load(f)
+        check(r["steps"] == 30, "%s: %d steps" % (name, r["steps"]))
+        check(r["verify_failures"] == 0 and r["use_after_free"] == 0,
+              "%s: %d verification failures, %d use-after-free" %
+              (name, r["verify_failures"], r["use_after_free"]))
+        for d in r["per_device"]:
+            check(d["peak_live_bytes"] > 0, "%s: device %d no live bytes" %
+                  (name, d["device"]))
+            check(d["peak_reserved_bytes"] <= 1.1 * d["peak_live_bytes"],
+                  "%s: device %d reserved %d > 1.1 x live %d" %
+                  (name, d["device"], d["peak_reserved_bytes"],
+                   d["peak_live_bytes"]))
+        check(r["cross_device_waits"] > 0, "%s: no cross-device waits" % name)
+        runs[name] = r
+    # 4 devices x 3 shards from the others x 30 steps.
+    check(runs["peer"]["peer_copies"] == 360 and
+          runs["peer"]["staged_copies"] == 0,
+          "peer run: %d peer, %d staged copies" %
+          (runs["peer"]["peer_copies"], runs["peer"]["staged_copies"]))
+    check(runs["staged"]["staged_copies"] == 360 and
+          runs["staged"]["peer_copies"] == 0,
+          "staged run: %d peer, %d staged copies" %
+          (runs["staged"]["peer_copies"], runs["staged"]["staged_copies"]))
+    check(runs["peer"]["digest"] == runs["staged"]["digest"],
+          "digests differ: %s (peer) and %s (staged)" %
+          (runs["peer"]["digest"], runs["staged"]["digest"]))
+    # More devices than the backend has is a clear error.
+    bad = run(["--workload", "tp", "--devices", "4", "--backend", "host"],
+              a.stress, {"HIPLINE_HOST_DEVICES": "2"}, expect=1)
+    check("HIPLINE_HOST_DEVICES" in bad.stderr, "devices error: %r" %
+          bad.stderr)
+
+
 CASES = {
+    "tp": case_tp,
     "env-no-alias-0": case_env_no_alias_0,
     "no-alias-1": case_no_alias_1,
     "matrix-json": case_matrix_json,

@@ -211,6 +211,9 @@ int main(int argc, char** argv) {
   }
   if (!stress_outputs_check(&options)) return 2;
   stress_install_signal_handlers();
+  if (options.workload_set && options.workload == STRESS_WORKLOAD_TP) {
+    return stress_tp_main(&options);
+  }
 
   stress_workload_t workloads[3] = {STRESS_WORKLOAD_SERVING,
                                     STRESS_WORKLOAD_RANDOM,

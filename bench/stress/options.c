@@ -12,7 +12,7 @@
 #include "bench/stress/stress.h"
 
 static const char* const kWorkloadNames[STRESS_WORKLOAD_COUNT_] = {
-    "random", "multistream", "serving", "replay"};
+    "random", "multistream", "serving", "replay", "tp"};
 
 const char* stress_workload_name(stress_workload_t workload) {
   return (unsigned)workload < STRESS_WORKLOAD_COUNT_ ? kWorkloadNames[workload]
@@ -33,7 +33,7 @@ void stress_options_print_help(FILE* out) {
       "against async.\n"
       "\n"
       "Workload:\n"
-      "  --workload NAME       random | multistream | serving | replay\n"
+      "  --workload NAME       random | multistream | serving | replay | tp\n"
       "  --matrix              run the five policies of the default run\n"
       "  --iterations N        random: live-allocation cap N (2N steps);\n"
       "                        multistream: iterations per queue; serving:\n"
@@ -44,6 +44,8 @@ void stress_options_print_help(FILE* out) {
       "  --max-size BYTES      largest allocation (random, serving)\n"
       "  --live-cap BYTES      random: cap on live bytes (default 64 MiB)\n"
       "  --queues K            queues (multistream, serving, replay)\n"
+      "  --devices N           devices (tp: each computes a shard, all\n"
+      "                        shards are gathered to every device; 2..8)\n"
       "  --requests R          serving: concurrent requests\n"
       "  --results M           serving: results per step (1..32)\n"
       "  --aliasing P          serving: fraction of steps whose function\n"
@@ -165,6 +167,7 @@ enum {
   OPT_MAX_SIZE,
   OPT_LIVE_CAP,
   OPT_QUEUES,
+  OPT_DEVICES,
   OPT_REQUESTS,
   OPT_RESULTS,
   OPT_ALIASING,
@@ -195,6 +198,7 @@ static const struct option kOptions[] = {
     {"max-size", required_argument, NULL, OPT_MAX_SIZE},
     {"live-cap", required_argument, NULL, OPT_LIVE_CAP},
     {"queues", required_argument, NULL, OPT_QUEUES},
+    {"devices", required_argument, NULL, OPT_DEVICES},
     {"requests", required_argument, NULL, OPT_REQUESTS},
     {"results", required_argument, NULL, OPT_RESULTS},
     {"aliasing", required_argument, NULL, OPT_ALIASING},
@@ -344,14 +348,14 @@ static int set_policy(int code, const char* flag, const char* value,
 static int set_kind(int code, const char* flag, const char* value,
                     stress_options_t* out) {
   static const char* const kWorkloads[] = {"random", "multistream", "serving",
-                                           "replay", NULL};
+                                           "replay", "tp",          NULL};
   static const char* const kBackends[] = {"auto", "host", "hip", NULL};
   static const hl_backend_kind_t kBackendKinds[] = {
       HL_BACKEND_AUTO, HL_BACKEND_HOST, HL_BACKEND_HIP};
   int i = 0, rc = 0;
   if (code == OPT_WORKLOAD) {
     rc = set_choice(flag, value, kWorkloads,
-                    "one of random, multistream, serving, replay", &i);
+                    "one of random, multistream, serving, replay, tp", &i);
     if (!rc) {
       out->workload = (stress_workload_t)i;
       out->workload_set = true;
@@ -397,6 +401,8 @@ static int set_number(int code, const char* flag, const char* value,
     case OPT_QUEUES:
       return set_u32(flag, value, STRESS_MAX_QUEUES, "an integer in [1, 64]",
                      &out->queues);
+    case OPT_DEVICES:
+      return set_u32(flag, value, 8, "an integer in [1, 8]", &out->devices);
     case OPT_REQUESTS:
       return set_u32(flag, value, STRESS_MAX_REQUESTS,
                      "an integer in [1, 4096]", &out->requests);

@@ -26,7 +26,8 @@ typedef enum stress_workload_e {
   STRESS_WORKLOAD_MULTISTREAM = 1,
   STRESS_WORKLOAD_SERVING = 2,
   STRESS_WORKLOAD_REPLAY = 3,
-  STRESS_WORKLOAD_COUNT_ = 4,
+  STRESS_WORKLOAD_TP = 4,  // Tensor parallel over --devices (workload_tp.c).
+  STRESS_WORKLOAD_COUNT_ = 5,
 } stress_workload_t;
 
 const char* stress_workload_name(stress_workload_t workload);
@@ -58,6 +59,7 @@ typedef struct stress_options_t {
   uint64_t max_size;  // 0: the workload's default.
   uint64_t live_cap;  // random: cap on live bytes.
   uint32_t queues;
+  uint32_t devices;  // tp: devices (0: 2).
   uint32_t requests;
   uint32_t results;
   double aliasing;
@@ -285,6 +287,9 @@ hl_status_t stress_workload_serving(const stress_options_t* options,
 hl_status_t stress_workload_replay(const stress_options_t* options,
                                    const stress_policy_t* policy,
                                    stress_result_t* result);
+// The tensor-parallel workload over several devices (workload_tp.c): runs
+// it, prints its own report (and --json), and returns the exit status.
+int stress_tp_main(const stress_options_t* options);
 // Releases what the workloads keep for the whole program.
 void stress_serving_cleanup(void);
 
