@@ -331,6 +331,82 @@ static void test_cross_device_wait(void** state) {
   group_deinit(&g);
 }
 
+// A function invoked on device 1's queue that reads an argument of device
+// 0 and returns a buffer of device 0 (allocated on device 0's queue): with
+// peer access both are accepted, and the result is imported sync (its
+// last release frees it on its own device after every use); without, the
+// argument is refused.
+typedef struct peer_fn_t {
+  hl_queue_t* owner;  // Device 0's queue.
+} peer_fn_t;
+
+static hl_status_t peer_result_fn(void* user, hl_queue_t* queue,
+                                  hl_buffer_t* const* arguments,
+                                  size_t argument_count,
+                                  const hl_fence_t* wait_fence,
+                                  const hl_fence_t* signal_fence,
+                                  hl_buffer_t** out_results,
+                                  size_t result_count) {
+  peer_fn_t* f = user;
+  (void)argument_count;
+  (void)result_count;
+  hl_buffer_t* result = NULL;
+  HL_RETURN_IF_ERROR_PLAIN(
+      hl_queue_alloca(f->owner, NULL, NULL, BYTES, 0, &result));
+  // Device 1's copy must come after device 0's alloca.
+  hl_status_t st = hl_queue_wait_idle(f->owner, DEADLINE());
+  if (!st)
+    st = hl_queue_copy(queue, wait_fence, signal_fence, arguments[0], 0, result,
+                       0, BYTES);
+  if (st) {
+    hl_buffer_release(result);
+    return st;
+  }
+  out_results[0] = result;
+  return NULL;
+}
+
+static void test_invocation_result_on_peer(void** state) {
+  (void)state;
+  require_two_devices();
+  group_t g;
+  group_init(&g, 1);
+  hl_buffer_t* arg = alloc_sync(g.q[0], BYTES);
+  HL_ASSERT_OK(hl_queue_fill_pattern(g.q[0], NULL, NULL, arg, 31u));
+  HL_ASSERT_OK(hl_queue_wait_idle(g.q[0], DEADLINE()));
+  peer_fn_t user = {g.q[0]};
+  const hl_access_t access[1] = {HL_ACCESS_READ};
+  hl_function_signature_t sig = {1, 1, access};
+  hl_function_t* fn = NULL;
+  HL_ASSERT_OK(hl_function_create("peer_result", &sig, peer_result_fn, &user,
+                                  hl_allocator_system(), &fn));
+  hl_invocation_t* inv = NULL;
+  HL_ASSERT_OK(hl_invocation_create(fn, g.q[1], &inv));
+  hl_test_assert_status_has(hl_invocation_add_argument(inv, arg),
+                            HL_STATUS_INVALID_ARGUMENT, "another device",
+                            "does not reach");
+  hl_invocation_release(inv);
+  group_enable(&g);
+  hl_invocation_stats_t before;
+  HL_ASSERT_OK(hl_device_invocation_stats(g.d[1], &before));
+  HL_ASSERT_OK(hl_invocation_create(fn, g.q[1], &inv));
+  HL_ASSERT_OK(hl_invocation_add_argument(inv, arg));
+  HL_ASSERT_OK(hl_invocation_invoke(inv));
+  HL_ASSERT_OK(hl_fence_wait(hl_invocation_signal_fence(inv), DEADLINE()));
+  hl_buffer_t* result = NULL;
+  HL_ASSERT_OK(hl_invocation_take_result(inv, 0, &result));
+  hl_invocation_release(inv);
+  hl_invocation_stats_t after;
+  HL_ASSERT_OK(hl_device_invocation_stats(g.d[1], &after));
+  assert_int_equal(after.sync_imports - before.sync_imports, 1);
+  assert_int_equal(after.async_imports, before.async_imports);
+  assert_int_equal(mismatches(g.q[0], result, 31u), 0);
+  hl_buffer_release(result);  // Freed by device 0's fallback.
+  hl_buffer_release(arg);
+  hl_function_release(fn);
+  group_deinit(&g);
+}
+
 int main(void) {
   // Exits 77 (skipped) when the hip backend has no device.
   (void)hl_test_backend_kind();
@@ -343,6 +419,7 @@ int main(void) {
       cmocka_unit_test(test_dealloca_waits_for_staged_use),
       cmocka_unit_test(test_fallback_release_waits_for_peer_use),
       cmocka_unit_test(test_cross_device_wait),
+      cmocka_unit_test(test_invocation_result_on_peer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

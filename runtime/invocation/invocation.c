@@ -402,11 +402,14 @@ hl_status_t hl_invocation_add_argument(hl_invocation_t* inv,
                           "function '%s' takes %u arguments",
                           inv->function->name, inv->function->argument_count);
   }
-  if (hl_buffer_device(buffer) != hl_queue_device(inv->queue)) {
+  // A peer's buffer is an argument as a local one is: its use is recorded
+  // on its root (export), so its own device's frees wait for it.
+  if (!hl_device_reaches(hl_queue_device(inv->queue),
+                         hl_buffer_device(buffer))) {
     return HL_MAKE_STATUS(
         HL_STATUS_INVALID_ARGUMENT,
         "argument %u of '%s' lives on another device than the "
-        "invocation's queue",
+        "invocation's queue, which does not reach it",
         inv->argument_count, inv->function->name);
   }
   hl_buffer_retain(buffer);
@@ -696,10 +699,14 @@ hl_status_t hl_invocation_invoke(hl_invocation_t* inv) {
           st = HL_MAKE_STATUS(HL_STATUS_INTERNAL,
                               "function '%s' returned no buffer for result %u",
                               f->name, i);
-        } else if (hl_buffer_device(inv->results[i]) != device) {
-          st = HL_MAKE_STATUS(
-              HL_STATUS_INVALID_ARGUMENT,
-              "function '%s' returned result %u on another device", f->name, i);
+        } else if (!hl_device_reaches(device,
+                                      hl_buffer_device(inv->results[i]))) {
+          // A result on a peer is imported sync (not eligible below): its
+          // last release frees it on its own device after every use.
+          st = HL_MAKE_STATUS(HL_STATUS_INVALID_ARGUMENT,
+                              "function '%s' returned result %u on another "
+                              "device, which the queue's does not reach",
+                              f->name, i);
         }
       }
     }
