@@ -191,20 +191,24 @@ HL_API hl_status_t hl_device_wait_idle(hl_device_t* device, int64_t deadline);
 // - the queues of another device B of the same backend once B reaches the
 //   root's device A: hl_device_can_access_peer(B, A) is true and
 //   hl_device_enable_peer_access was called with both in the set. B's
-//   copies (hl_queue_copy) then read and write A's memory directly (a peer
-//   copy on B's stream), and B's dispatches may bind A's buffers. This
-//   covers every allocation of A's stream-ordered pool, those made before
-//   and after the call, hipline's suballocator slabs included (on hip the
-//   pool itself grants B access: hipMemPoolSetAccess; a device-wide
-//   hipDeviceEnablePeerAccess does not cover pool memory);
-// - nothing else: hl_queue_fill, hl_queue_read and hl_queue_write take
-//   buffers of the queue's own device only, and a dispatch or native call
-//   on B binding a buffer of a device B does not reach is INVALID_ARGUMENT.
+//   hl_queue_copy then reads and writes A's memory directly (a peer copy on
+//   B's stream), B's dispatches (hl_queue_dispatch, user dispatches) may
+//   bind A's buffers, and an invocation on B's queue may take A's buffers
+//   as arguments and return them as results (imported sync). This covers
+//   every allocation of A's stream-ordered pool, made before or after the
+//   call, hipline's suballocator slabs included (on hip the pool itself
+//   grants B access: hipMemPoolSetAccess; hipDeviceEnablePeerAccess alone
+//   does not cover pool memory);
+// - nothing else: hl_queue_fill, hl_queue_read, hl_queue_write,
+//   hl_queue_native_call and command buffers take buffers of the queue's
+//   own device only, and a dispatch on B binding a buffer of a device B
+//   does not reach is INVALID_ARGUMENT.
 // hl_queue_copy between devices that do not reach each other is staged
-// through host memory (counted in hl_device_peer_stats; see
-// docs/multi-device.md). Every use, direct or staged, is recorded on the
-// root's use fence like a local one, so a dealloca or a fallback release of
-// the root waits for queues of other devices too.
+// through host memory on queues of each side (counted in
+// hl_device_peer_stats; docs/multi-device.md). Every use, direct or staged,
+// is recorded on the root's use fence like a local one, so a dealloca, a
+// fallback release and the reuse of the root's memory wait for queues of
+// other devices too.
 
 // Whether queues of |device| can be given access to the memory of |peer|
 // (true when they are the same device). Devices of different backends never
