@@ -12,3 +12,7 @@ hl_add_cts(multi_device_test)
 set_property(TEST multi_device_test_hiprt APPEND PROPERTY ENVIRONMENT
   HL_HIP_TEST_RUNTIME_DEVICES=2)
 hl_add_cts_variant(multi_device_test 4 HL_HIP_TEST_RUNTIME_DEVICES=4)
+# A heterogeneous group: gfx90a and gfx1100 devices, each on its own code
+# object (test_heterogeneous_group; the other tests run on it too).
+hl_add_cts_variant(multi_device_test hetero
+  HL_HIP_TEST_RUNTIME_TARGETS=gfx90a:sramecc+:xnack-,gfx1100)

@@ -407,6 +407,46 @@ static void test_invocation_result_on_peer(void** state) {
   group_deinit(&g);
 }
 
+// Two devices of different targets at once (the hip test runtime with
+// HL_HIP_TEST_RUNTIME_TARGETS=gfx90a...,gfx1100): each dispatch loads its
+// own device's code object (the runtime refuses another processor's with
+// hipErrorNoBinaryForGpu), and each device checks the other's shard.
+static void test_heterogeneous_group(void** state) {
+  (void)state;
+  require_two_devices();
+  group_t g;
+  group_init(&g, 0);
+  hl_device_properties_t p0, p1;
+  HL_ASSERT_OK(hl_device_properties(g.d[0], &p0));
+  HL_ASSERT_OK(hl_device_properties(g.d[1], &p1));
+  if (hl_target_id_equal(p0.target, p1.target)) {
+    group_deinit(&g);
+    print_message("skipped: devices 0 and 1 share target %s\n", p0.target);
+    skip();
+  }
+  group_enable(&g);
+  hl_buffer_t* shard[2];
+  hl_buffer_t* copy[2];
+  for (int i = 0; i < 2; ++i) {
+    shard[i] = alloc_sync(g.q[i], BYTES);
+    copy[i] = alloc_sync(g.q[i], BYTES);
+    HL_ASSERT_OK(hl_queue_fill_pattern(g.q[i], NULL, NULL, shard[i], 40u + i));
+  }
+  for (int i = 0; i < 2; ++i) {
+    HL_ASSERT_OK(hl_queue_wait_idle(g.q[i], DEADLINE()));
+  }
+  for (int i = 0; i < 2; ++i) {
+    HL_ASSERT_OK(
+        hl_queue_copy(g.q[i], NULL, NULL, shard[1 - i], 0, copy[i], 0, BYTES));
+    assert_int_equal(mismatches(g.q[i], copy[i], 40u + (1 - i)), 0);
+  }
+  for (int i = 0; i < 2; ++i) {
+    hl_buffer_release(shard[i]);
+    hl_buffer_release(copy[i]);
+  }
+  group_deinit(&g);
+}
+
 int main(void) {
   // Exits 77 (skipped) when the hip backend has no device.
   (void)hl_test_backend_kind();
@@ -420,6 +460,7 @@ int main(void) {
       cmocka_unit_test(test_fallback_release_waits_for_peer_use),
       cmocka_unit_test(test_cross_device_wait),
       cmocka_unit_test(test_invocation_result_on_peer),
+      cmocka_unit_test(test_heterogeneous_group),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,11 +42,12 @@
 //   on another device's stream fails with hipErrorInvalidHandle, and a
 //   launch of a function on another device's stream hipErrorInvalidDevice.
 // - Kernels: hipModuleLoadData accepts an AMDGPU ELF or a clang offload
-//   bundle and resolves each kernel of kernels/host/ whose name the image
-//   contains; hipModuleLaunchKernel copies the arguments at launch, using
-//   the kernel's parameter sizes, and runs the host reference kernel on the
-//   stream's worker. A user code object's kernels run their host twins
-//   (trt_twins.h) the same way.
+//   bundle with code for the current device's processor (else
+//   hipErrorNoBinaryForGpu, as ROCm) and resolves each kernel of kernels/host/
+//   whose name the image contains; hipModuleLaunchKernel copies the arguments
+//   at launch, using the kernel's parameter sizes, and runs the host reference
+//   kernel on the stream's worker. A user code object's kernels run their host
+//   twins (trt_twins.h) the same way.
 // - Peers: hipDeviceCanAccessPeer follows HL_HIP_TEST_RUNTIME_PEERS; a pool's
 //   memory is reachable from another device only after hipMemPoolSetAccess
 //   grants it, and a copy, fill or built-in kernel whose stream's device does
@@ -142,6 +143,7 @@ enum {
   hipErrorInvalidHandle = 400,
   hipErrorNotFound = 500,
   hipErrorPeerAccessUnsupported = 217,
+  hipErrorNoBinaryForGpu = 209,
   hipErrorIllegalAddress = 700,
   hipErrorPeerAccessAlreadyEnabled = 704,
 };
@@ -681,6 +683,14 @@ const char* hipGetErrorName(hipError_t error) {
       return "hipErrorNotFound";
     case hipErrorNotReady:
       return "hipErrorNotReady";
+    case hipErrorNoBinaryForGpu:
+      return "hipErrorNoBinaryForGpu";
+    case hipErrorPeerAccessUnsupported:
+      return "hipErrorPeerAccessUnsupported";
+    case hipErrorIllegalAddress:
+      return "hipErrorIllegalAddress";
+    case hipErrorPeerAccessAlreadyEnabled:
+      return "hipErrorPeerAccessAlreadyEnabled";
     default:
       return "hipErrorUnknown";
   }
@@ -1661,12 +1671,58 @@ static size_t trt_image_size(const unsigned char* image) {
   return 0;
 }
 
+// The processor of an AMDGPU ELF (EF_AMDGPU_MACH, e_flags & 0xff) for the
+// targets hipline builds and tests; NULL for others (not judged).
+static const char* trt_elf_processor(const unsigned char* image) {
+  static const struct {
+    uint32_t mach;
+    const char* name;
+  } kMachs[] = {{0x2a, "gfx803"}, {0x30, "gfx908"},  {0x3f, "gfx90a"},
+                {0x4c, "gfx942"}, {0x36, "gfx1030"}, {0x41, "gfx1100"},
+                {0x4e, "gfx1201"}};
+  uint32_t flags;
+  memcpy(&flags, image + 48, 4);
+  for (size_t i = 0; i < sizeof(kMachs) / sizeof(*kMachs); ++i) {
+    if (kMachs[i].mach == (flags & 0xffu)) return kMachs[i].name;
+  }
+  return NULL;
+}
+
+// Whether |image| (|size| bytes) holds code for |device|'s processor (its
+// target id up to the first ':'): an ELF of that processor, or a bundle
+// with an amdgcn entry for it. As ROCm, which fails hipModuleLoadData with
+// hipErrorNoBinaryForGpu otherwise, so that a device loading another
+// device's object fails here too.
+static bool trt_image_for_device(const unsigned char* image, size_t size,
+                                 int device) {
+  char processor[64];
+  snprintf(processor, sizeof(processor), "%s", trt.targets[device]);
+  processor[strcspn(processor, ":")] = '\0';
+  if (image[0] == 0x7f) {
+    const char* mach = trt_elf_processor(image);
+    return !mach || strcmp(mach, processor) == 0;
+  }
+  char entry[80];
+  int n = snprintf(entry, sizeof(entry), "amdhsa--%s", processor);
+  for (const unsigned char* p = image;
+       (p = memmem(p, size - (size_t)(p - image), entry, (size_t)n)) != NULL;
+       p += n) {
+    unsigned char next = p[n];
+    if (next == ':' || next < ' ') return true;  // Not gfx90 of gfx90a.
+  }
+  return false;
+}
+
 hipError_t hipModuleLoadData(hipModule_t* out, const void* image) {
   TRT_COUNT(hipModuleLoadData);
   trt_init();
   if (!out || !image) return hipErrorInvalidValue;
   size_t size = trt_image_size(image);
   if (size == 0) return hipErrorInvalidImage;
+  if (!trt_device_valid(trt_current_device) ||
+      !trt_image_for_device(image, size, trt_current_device)) {
+    return hipErrorNoBinaryForGpu;
+  }
   struct hl_ihipModule_t* module = calloc(1, sizeof(*module));
   if (!module) return hipErrorOutOfMemory;
   module->magic = TRT_MODULE_MAGIC;
