@@ -27,6 +27,10 @@
 //   the threads that run host functions and aborts, naming the call, when
 //   one makes a HIP call, so a test fails loudly instead of hanging.
 //
+// - Peers: hipDeviceCanAccessPeer, hipDeviceEnablePeerAccess,
+//   hipMemPoolSetAccess and hipMemcpyPeerAsync map onto
+//   cuDeviceCanAccessPeer, cuCtxEnablePeerAccess, cuMemPoolSetAccess and
+//   cuMemcpyPeerAsync.
 // - Graphs: stream capture, instantiation and launch map one to one onto
 //   cuStreamBeginCapture_v2, cuStreamEndCapture, cuGraphInstantiateWithFlags,
 //   cuGraphLaunch and the destroys.
@@ -188,7 +192,12 @@ enum {
   X(cuGraphInstantiateWithFlags, (CUgraphExec*, CUgraph, unsigned long long)) \
   X(cuGraphLaunch, (CUgraphExec, CUstream))                                   \
   X(cuGraphExecDestroy, (CUgraphExec))                                        \
-  X(cuGraphDestroy, (CUgraph))
+  X(cuGraphDestroy, (CUgraph))                                                \
+  X(cuDeviceCanAccessPeer, (int*, CUdevice, CUdevice))                        \
+  X(cuCtxEnablePeerAccess, (CUcontext, unsigned int))                         \
+  X(cuMemPoolSetAccess, (CUmemoryPool, const hipMemAccessDesc*, size_t))      \
+  X(cuMemcpyPeerAsync,                                                        \
+    (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream))
 
 #define HL_CU_MAX_DEVICES 16
 
@@ -424,6 +433,12 @@ HL_BRIDGE_EXPORT const char* hipGetErrorName(hipError_t error) {
       return "hipErrorIllegalAddress";
     case 701:
       return "hipErrorLaunchOutOfResources";
+    case 217:
+      return "hipErrorPeerAccessUnsupported";
+    case 704:
+      return "hipErrorPeerAccessAlreadyEnabled";
+    case 705:
+      return "hipErrorPeerAccessNotEnabled";
     case 719:
       return "hipErrorLaunchFailure";
     case 800:
@@ -718,6 +733,59 @@ HL_BRIDGE_EXPORT hipError_t hipMemcpyAsync(void* dst, const void* src,
   return bridge.cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst,
                               (CUdeviceptr)(uintptr_t)src, size,
                               (CUstream)stream);
+}
+
+//===----------------------------------------------------------------------===//
+// Peers: one to one onto the driver's. CUmemAccessDesc has HIP's layout
+// and values (a device location, read-write 3); CUDA numbered the peer
+// errors as HIP does (704 already enabled, 217 unsupported).
+//===----------------------------------------------------------------------===//
+
+HL_BRIDGE_EXPORT hipError_t hipDeviceCanAccessPeer(int* can_access, int device,
+                                                   int peer_device) {
+  BRIDGE_COUNT(hipDeviceCanAccessPeer);
+  BRIDGE_ENTER("hipDeviceCanAccessPeer");
+  if (!can_access) return hipErrorInvalidValue;
+  if (!bridge_device_valid(device) || !bridge_device_valid(peer_device)) {
+    return hipErrorInvalidDevice;
+  }
+  CUdevice a = 0, b = 0;
+  CUresult result = bridge.cuDeviceGet(&a, device);
+  if (result == HL_CUDA_SUCCESS) result = bridge.cuDeviceGet(&b, peer_device);
+  if (result != HL_CUDA_SUCCESS) return result;
+  return bridge.cuDeviceCanAccessPeer(can_access, a, b);
+}
+
+// From the current device's context, as HIP's implicit contexts do.
+HL_BRIDGE_EXPORT hipError_t hipDeviceEnablePeerAccess(int peer_device,
+                                                      unsigned int flags) {
+  BRIDGE_COUNT(hipDeviceEnablePeerAccess);
+  BRIDGE_ENTER("hipDeviceEnablePeerAccess");
+  if (!bridge_device_valid(peer_device)) return hipErrorInvalidDevice;
+  return bridge.cuCtxEnablePeerAccess(bridge.contexts[peer_device], flags);
+}
+
+HL_BRIDGE_EXPORT hipError_t hipMemPoolSetAccess(hipMemPool_t pool,
+                                                const hipMemAccessDesc* descs,
+                                                size_t count) {
+  BRIDGE_COUNT(hipMemPoolSetAccess);
+  BRIDGE_ENTER("hipMemPoolSetAccess");
+  return bridge.cuMemPoolSetAccess((CUmemoryPool)pool, descs, count);
+}
+
+HL_BRIDGE_EXPORT hipError_t hipMemcpyPeerAsync(void* dst, int dst_device,
+                                               const void* src, int src_device,
+                                               size_t size,
+                                               hipStream_t stream) {
+  BRIDGE_COUNT(hipMemcpyPeerAsync);
+  BRIDGE_ENTER("hipMemcpyPeerAsync");
+  if (!bridge_device_valid(dst_device) || !bridge_device_valid(src_device)) {
+    return hipErrorInvalidDevice;
+  }
+  return bridge.cuMemcpyPeerAsync(
+      (CUdeviceptr)(uintptr_t)dst, bridge.contexts[dst_device],
+      (CUdeviceptr)(uintptr_t)src, bridge.contexts[src_device], size,
+      (CUstream)stream);
 }
 
 HL_BRIDGE_EXPORT hipError_t hipMemsetD32Async(hipDeviceptr_t dst, int value,
