@@ -9,6 +9,12 @@ hl_add_test(multi_device_test
 set_tests_properties(multi_device_test PROPERTIES ENVIRONMENT
   "HIPLINE_HOST_DEVICES=4")
 hl_add_cts(multi_device_test)
+# The same with random stream delays (HIPLINE_FAULTS), so the orderings
+# across devices are exercised with the work landing late.
+add_test(NAME multi_device_test_delays COMMAND multi_device_test)
+set_tests_properties(multi_device_test_delays PROPERTIES
+  ENVIRONMENT "HIPLINE_HOST_DEVICES=4;HIPLINE_FAULTS=stream_delay_us=300,seed=7"
+  LABELS "multi-device;concurrency" TIMEOUT 120)
 set_property(TEST multi_device_test_hiprt APPEND PROPERTY ENVIRONMENT
   HL_HIP_TEST_RUNTIME_DEVICES=2)
 hl_add_cts_variant(multi_device_test 4 HL_HIP_TEST_RUNTIME_DEVICES=4)

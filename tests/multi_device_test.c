@@ -29,12 +29,16 @@ static void require_two_devices(void) {
   }
 }
 
+// The fallback mode of the devices make_device makes (DEFAULT: ordered).
+static hl_fallback_mode_t fallback_mode_ = HL_FALLBACK_DEFAULT;
+
 static hl_device_t* make_device(int ordinal, int checked) {
   hl_device_options_t o;
   hl_device_options_initialize(&o);
   o.backend = hl_test_backend_kind();
   o.ordinal = ordinal;
   o.checked = checked;
+  o.fallback = fallback_mode_;
   hl_device_t* d = NULL;
   HL_ASSERT_OK(hl_device_create(&o, hl_allocator_system(), &d));
   return d;
@@ -176,6 +180,20 @@ static void test_copy_staged(void** state) {
     assert_int_equal(s.staged_bytes, 2 * BYTES);
     assert_int_equal(s.peer_copies, 0);
   }
+  if (g.count >= 3) {
+    // Neither side is the copying queue's device: read on device 0, write
+    // on device 1, device 2's queue signals when both are done.
+    hl_buffer_t* x = alloc_sync(g.q[0], BYTES);
+    hl_buffer_t* y = alloc_sync(g.q[1], BYTES);
+    HL_ASSERT_OK(hl_queue_fill_pattern(g.q[0], NULL, NULL, x, 13u));
+    HL_ASSERT_OK(hl_queue_wait_idle(g.q[0], DEADLINE()));
+    HL_ASSERT_OK(hl_queue_copy(g.q[2], NULL, NULL, x, 0, y, 0, BYTES));
+    HL_ASSERT_OK(hl_queue_wait_idle(g.q[2], DEADLINE()));
+    assert_int_equal(mismatches(g.q[1], y, 13u), 0);
+    assert_int_equal(peer_stats(g.d[2]).staged_copies, 1);
+    hl_buffer_release(x);
+    hl_buffer_release(y);
+  }
   // The copy's signal fence is signalled on the copying queue's side.
   hl_buffer_t* a = alloc_sync(g.q[0], BYTES);
   hl_buffer_t* b = alloc_sync(g.q[1], BYTES);
@@ -222,10 +240,14 @@ typedef enum free_way_e {
 // fills a block of the same size, which may reuse its memory. The copy
 // must still see the original bytes: the free waited for device 1's use.
 // In checked mode (host backend) a use after free would fail queue 1.
-static void check_free_waits_for_peer(free_way_t way, bool staged) {
+static void check_free_waits_for_peer(free_way_t way, bool staged,
+                                      bool reuse_elsewhere) {
   require_two_devices();
   group_t g;
   group_init(&g, 1);
+  // The block may be reused by another queue of device 0 (the
+  // suballocator's cross-queue reuse) instead of the freeing one.
+  hl_queue_t* reuser = reuse_elsewhere ? hl_test_queue_create(g.d[0]) : g.q[0];
   if (!staged) group_enable(&g);
   hl_buffer_t* a = alloc_sync(g.q[0], BYTES);
   hl_buffer_t* b = alloc_sync(g.q[1], BYTES);
@@ -239,15 +261,17 @@ static void check_free_waits_for_peer(free_way_t way, bool staged) {
   }
   hl_buffer_release(a);
   hl_buffer_t* reuse = NULL;
-  HL_ASSERT_OK(hl_queue_alloca(g.q[0], NULL, NULL, BYTES, 0, &reuse));
-  HL_ASSERT_OK(hl_queue_fill_pattern(g.q[0], NULL, NULL, reuse, 99u));
+  HL_ASSERT_OK(hl_queue_alloca(reuser, NULL, NULL, BYTES, 0, &reuse));
+  HL_ASSERT_OK(hl_queue_fill_pattern(reuser, NULL, NULL, reuse, 99u));
   hl_test_sleep_ms(5);  // Let anything that would run early run.
   HL_ASSERT_OK(hl_semaphore_signal(gate, 1));
   HL_ASSERT_OK(hl_queue_wait_idle(g.q[1], DEADLINE()));
   HL_ASSERT_OK(hl_queue_status(g.q[1]));
   HL_ASSERT_OK(hl_queue_wait_idle(g.q[0], DEADLINE()));
+  HL_ASSERT_OK(hl_queue_wait_idle(reuser, DEADLINE()));
+  HL_ASSERT_OK(hl_queue_status(reuser));
   assert_int_equal(mismatches(g.q[1], b, 21u), 0);
-  assert_int_equal(mismatches(g.q[0], reuse, 99u), 0);
+  assert_int_equal(mismatches(reuser, reuse, 99u), 0);
   for (int i = 0; i < 2; ++i) {
     assert_int_equal(hl_test_memory_stats(g.d[i]).use_after_free, 0);
   }
@@ -255,22 +279,36 @@ static void check_free_waits_for_peer(free_way_t way, bool staged) {
   hl_semaphore_release(gate);
   hl_buffer_release(b);
   hl_buffer_release(reuse);
+  if (reuser != g.q[0]) hl_queue_release(reuser);
   group_deinit(&g);
 }
 
 static void test_dealloca_waits_for_peer_use(void** state) {
   (void)state;
-  check_free_waits_for_peer(FREE_DEALLOCA, false);
+  check_free_waits_for_peer(FREE_DEALLOCA, false, false);
 }
 
 static void test_dealloca_waits_for_staged_use(void** state) {
   (void)state;
-  check_free_waits_for_peer(FREE_DEALLOCA, true);
+  check_free_waits_for_peer(FREE_DEALLOCA, true, false);
 }
 
+static void test_reuse_on_another_queue_waits_for_peer_use(void** state) {
+  (void)state;
+  check_free_waits_for_peer(FREE_DEALLOCA, false, true);
+}
+
+// The last release without a dealloca, in each fallback mode.
 static void test_fallback_release_waits_for_peer_use(void** state) {
   (void)state;
-  check_free_waits_for_peer(FREE_RELEASE, false);
+  const hl_fallback_mode_t modes[3] = {
+      HL_FALLBACK_ORDERED, HL_FALLBACK_FRONTIER, HL_FALLBACK_DEVICE_SYNC};
+  for (int m = 0; m < 3; ++m) {
+    fallback_mode_ = modes[m];
+    check_free_waits_for_peer(FREE_RELEASE, false, false);
+    check_free_waits_for_peer(FREE_RELEASE, false, true);
+  }
+  fallback_mode_ = HL_FALLBACK_DEFAULT;
 }
 
 // A queue of device 1 waits for a signal of device 0's queue that is not
@@ -457,6 +495,7 @@ int main(void) {
       cmocka_unit_test(test_dispatch_over_peer_buffer),
       cmocka_unit_test(test_dealloca_waits_for_peer_use),
       cmocka_unit_test(test_dealloca_waits_for_staged_use),
+      cmocka_unit_test(test_reuse_on_another_queue_waits_for_peer_use),
       cmocka_unit_test(test_fallback_release_waits_for_peer_use),
       cmocka_unit_test(test_cross_device_wait),
       cmocka_unit_test(test_invocation_result_on_peer),
