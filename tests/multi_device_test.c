@@ -210,6 +210,50 @@ static void test_copy_staged(void** state) {
   group_deinit(&g);
 }
 
+// A staged copy whose wait fails: its signal fails with that status, the
+// queues stay usable, nothing leaks (ASan). A wrapped buffer of an
+// unreached device has no queue to stage on: FAILED_PRECONDITION.
+static void test_staged_copy_failures(void** state) {
+  (void)state;
+  require_two_devices();
+  group_t g;
+  group_init(&g, 0);
+  hl_buffer_t* a = alloc_sync(g.q[0], BYTES);
+  hl_buffer_t* b = alloc_sync(g.q[1], BYTES);
+  hl_semaphore_t* doomed = hl_test_semaphore_create();
+  hl_semaphore_t* done = hl_test_semaphore_create();
+  hl_fence_t* wait = hl_test_fence(doomed, 1);
+  hl_fence_t* signal = hl_test_fence(done, 1);
+  HL_ASSERT_OK(hl_queue_copy(g.q[1], wait, signal, a, 0, b, 0, BYTES));
+  HL_ASSERT_OK(hl_semaphore_fail(
+      doomed, HL_MAKE_STATUS(HL_STATUS_ABORTED, "the producer gave up")));
+  hl_test_assert_status_has(hl_semaphore_wait(done, 1, DEADLINE()),
+                            HL_STATUS_ABORTED, "the producer gave up", NULL);
+  assert_int_equal(peer_stats(g.d[1]).staged_copies, 1);
+  // Still usable.
+  HL_ASSERT_OK(hl_queue_fill_pattern(g.q[0], NULL, NULL, a, 2u));
+  HL_ASSERT_OK(hl_queue_wait_idle(g.q[0], DEADLINE()));
+  HL_ASSERT_OK(hl_queue_copy(g.q[1], NULL, NULL, a, 0, b, 0, BYTES));
+  HL_ASSERT_OK(hl_queue_wait_idle(g.q[1], DEADLINE()));
+  assert_int_equal(mismatches(g.q[1], b, 2u), 0);
+
+  void* memory = hl_test_device_visible_calloc(BYTES);
+  hl_buffer_t* wrapped = NULL;
+  HL_ASSERT_OK(hl_buffer_wrap(g.d[0], memory, BYTES, NULL, NULL, &wrapped));
+  hl_test_assert_status_has(
+      hl_queue_copy(g.q[1], NULL, NULL, wrapped, 0, b, 0, BYTES),
+      HL_STATUS_FAILED_PRECONDITION, "no affinity queue", "source");
+  hl_buffer_release(wrapped);
+  hl_fence_release(wait);
+  hl_fence_release(signal);
+  hl_semaphore_release(doomed);
+  hl_semaphore_release(done);
+  hl_buffer_release(a);
+  hl_buffer_release(b);
+  group_deinit(&g);
+  hl_test_device_visible_free(memory);
+}
+
 // A dispatch on device 1 over a buffer of device 0: refused until device 1
 // reaches device 0, then it writes device 0's memory.
 static void test_dispatch_over_peer_buffer(void** state) {
@@ -492,6 +536,7 @@ int main(void) {
       cmocka_unit_test(test_peer_query_and_enable),
       cmocka_unit_test(test_copy_between_peers),
       cmocka_unit_test(test_copy_staged),
+      cmocka_unit_test(test_staged_copy_failures),
       cmocka_unit_test(test_dispatch_over_peer_buffer),
       cmocka_unit_test(test_dealloca_waits_for_peer_use),
       cmocka_unit_test(test_dealloca_waits_for_staged_use),
