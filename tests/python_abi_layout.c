@@ -28,6 +28,8 @@ int main(void) {
   FIELD(hl_device_properties_t, compute_units);
   SIZE(hl_queue_stats_t);
   SIZE(hl_memory_stats_t);
+  SIZE(hl_device_peer_stats_t);
+  FIELD(hl_device_peer_stats_t, cross_device_waits);
   SIZE(hl_invocation_stats_t);
   SIZE(hl_function_signature_t);
   FIELD(hl_function_signature_t, argument_access);

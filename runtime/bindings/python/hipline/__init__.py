@@ -30,8 +30,8 @@ See docs/python.md.
 from . import _lib
 from ._completion import pending_callbacks
 from .buffer import Buffer, BufferArg, Scalar
-from .device import (Device, backend_query, environment_check,
-                     live_device_count)
+from .device import (Device, backend_query, devices, enable_peer_access,
+                     environment_check, live_device_count)
 from .errors import (AbortedError, AlreadyExistsError, CancelledError,
                      DataLossError, DeadlineExceededError, Error,
                      FailedPreconditionError, InternalError,
@@ -41,7 +41,8 @@ from .errors import (AbortedError, AlreadyExistsError, CancelledError,
                      UnimplementedError, UnknownError)
 from .executable import Executable
 from .info import (AssumeNoAlias, BackendInfo, DeviceProperties,
-                   InvocationStats, MemoryStats, PoolAttributes, QueueStats)
+                   InvocationStats, MemoryStats, PeerStats, PoolAttributes,
+                   QueueStats)
 from .invocation import (Function, Invocation, ProgramInvocation,
                          invocation_stats_global, register_kernel_functions)
 from .kernels import kernel_names, pattern_value
@@ -63,9 +64,10 @@ __all__ = [
     "Executable", "Function", "ProgramInvocation", "Invocation",
     # Plain data.
     "AssumeNoAlias", "BackendInfo", "DeviceProperties", "InvocationStats",
-    "MemoryStats", "PoolAttributes", "QueueStats",
+    "MemoryStats", "PeerStats", "PoolAttributes", "QueueStats",
     # Functions.
-    "backend_query", "environment_check", "invocation_stats_global",
+    "backend_query", "devices", "enable_peer_access", "environment_check",
+    "invocation_stats_global",
     "kernel_names", "live_device_count", "pattern_value", "pending_callbacks",
     "register_kernel_functions",
     # Traces and memory history.

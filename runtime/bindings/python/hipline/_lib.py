@@ -115,6 +115,12 @@ class memory_stats_t(Structure):
             "pool_peak_free_slab_bytes")]
 
 
+class device_peer_stats_t(Structure):
+    _fields_ = [(n, c_uint64) for n in (
+        "peer_copies", "peer_bytes", "staged_copies", "staged_bytes",
+        "cross_device_waits")]
+
+
 class invocation_stats_t(Structure):
     _fields_ = [(n, c_uint64) for n in (
         "invocations", "async_imports", "sync_imports", "alias_detected",
@@ -190,6 +196,11 @@ _SIGNATURES = {
     "hl_device_trim": (status_t, [handle, c_uint64]),
     "hl_device_live_count": (c_int64, []),
     "hl_device_wait_idle": (status_t, [handle, c_int64]),
+    "hl_device_can_access_peer": (status_t, [handle, handle,
+                                             POINTER(c_bool)]),
+    "hl_device_enable_peer_access": (status_t, [POINTER(handle), c_size_t]),
+    "hl_device_peer_access_enabled": (c_bool, [handle, handle]),
+    "hl_device_peer_stats": (None, [handle, POINTER(device_peer_stats_t)]),
     # semaphores and fences
     "hl_semaphore_create": (status_t, [c_uint64, allocator_t,
                                        POINTER(handle)]),

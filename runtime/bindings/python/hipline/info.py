@@ -1,5 +1,5 @@
-"""Plain data: what a backend, a device, a pool, a queue or an invocation
-reports."""
+"""Plain data: what a backend, a device, a pool, a queue, an invocation or
+a device's copies to and from its peers report."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any, Type, TypeVar
 
 __all__ = [
     "AssumeNoAlias", "BackendInfo", "DeviceProperties", "InvocationStats",
-    "MemoryStats", "PoolAttributes", "QueueStats",
+    "MemoryStats", "PeerStats", "PoolAttributes", "QueueStats",
 ]
 
 _D = TypeVar("_D")
@@ -133,6 +133,22 @@ class InvocationStats:
     fallback_releases_frontier: int
     fallback_releases_device_sync: int
     fallback_releases_ordered: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PeerStats:
+    """Cross-device work of one device's queues since the device was
+    created (Device.peer_stats, hl_device_peer_stats): Queue.copy calls
+    done as one peer copy (`peer_copies`, `peer_bytes`), those staged
+    through host memory because the devices do not reach each other
+    (`staged_copies`, `staged_bytes`), and `cross_device_waits`, waits of
+    its queues on a signal of another device's queue issued device-side."""
+
+    peer_copies: int
+    peer_bytes: int
+    staged_copies: int
+    staged_bytes: int
+    cross_device_waits: int
 
 
 @dataclasses.dataclass(frozen=True)

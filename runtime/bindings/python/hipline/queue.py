@@ -334,7 +334,15 @@ class Queue(_Handle):
              wait: Optional[Fence] = None,
              signal: Optional[Fence] = None) -> Fence:
         """Copies |length| bytes (default: the rest of |source|) from
-        |source| at |source_offset| to |target| at |target_offset|."""
+        |source| at |source_offset| to |target| at |target_offset|.
+
+        Either buffer may belong to another device of the queue's backend
+        (docs/multi-device.md): when this queue's device reaches both
+        (hipline.enable_peer_access) it is one peer copy on this queue;
+        otherwise it is staged through host memory on queues of each side
+        (Device.peer_stats counts both kinds). The use is recorded on both
+        roots, so a dealloca or the last release of either, on any
+        device's queue, waits for this copy."""
         _handle_arg(source, Buffer, "source")
         _handle_arg(target, Buffer, "target")
         source_offset = _int_arg(source_offset, "source_offset")
