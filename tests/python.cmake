@@ -103,6 +103,41 @@ foreach(part abi api asyncio assume_no_alias hostile serve serve_http
 endforeach()
 set_tests_properties(python.serve python.serve_http PROPERTIES RUN_SERIAL ON)
 
+# Several devices (test_multi_device.py, labels python and multi-device):
+# 4 host devices with two pairs unreachable (peer and staged copies in one
+# run), 4 with none reachable (everything staged), and 2 devices of the hip
+# test runtime with and without peer access. HL_TEST_DEVICES and
+# HL_TEST_UNREACHABLE tell the test what the backend was told.
+set(hl_py_md_hiprt_env
+  "HIPLINE_TEST_BACKEND=hip"
+  "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/hip_test_runtime/rocm-6.2"
+  "HL_HIP_TEST_RUNTIME_DEVICES=2" "HL_TEST_DEVICES=2")
+foreach(variant host host_staged hiprt hiprt_staged)
+  if(variant MATCHES "^hiprt" AND NOT TARGET hl_hip_test_runtime_6_2)
+    continue()
+  endif()
+  add_test(NAME python.multi_device_${variant}
+    COMMAND ${hl_python} -m unittest -v test_multi_device
+    WORKING_DIRECTORY ${hl_py_dir}/tests)
+  set(hl_labels python multi-device concurrency)
+  if(variant MATCHES "^hiprt")
+    list(APPEND hl_labels hip)
+  endif()
+  set_tests_properties(python.multi_device_${variant} PROPERTIES
+    LABELS "${hl_labels}" TIMEOUT 300)
+endforeach()
+set_tests_properties(python.multi_device_host PROPERTIES ENVIRONMENT
+  "${hl_py_env};HIPLINE_HOST_DEVICES=4;HL_TEST_DEVICES=4;HIPLINE_HOST_PEERS=0-3=off,1-3=off;HL_TEST_UNREACHABLE=0-3,1-3")
+set_tests_properties(python.multi_device_host_staged PROPERTIES ENVIRONMENT
+  "${hl_py_env};HIPLINE_HOST_DEVICES=4;HL_TEST_DEVICES=4;HIPLINE_HOST_PEERS=all=off;HL_TEST_UNREACHABLE=all")
+if(TARGET hl_hip_test_runtime_6_2)
+  add_dependencies(python_abi_layout hl_hip_test_runtime_6_2)
+  set_tests_properties(python.multi_device_hiprt PROPERTIES ENVIRONMENT
+    "${hl_py_env};${hl_py_md_hiprt_env}")
+  set_tests_properties(python.multi_device_hiprt_staged PROPERTIES
+    ENVIRONMENT "${hl_py_env};${hl_py_md_hiprt_env};HL_HIP_TEST_RUNTIME_PEERS=none;HL_TEST_UNREACHABLE=all")
+endif()
+
 # The type hints satisfy mypy --strict (test_typecheck.py): with the first
 # interpreter that imports mypy (Debian: mypy, for /usr/bin/python3, which
 # tools/test.sh installs); it fails naming the package when none does.
