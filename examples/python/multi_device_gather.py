@@ -42,7 +42,7 @@ def main():
                   for i, shard in enumerate(shards)]
         done.append(all_of(copies))
         gathered.append(out)
-    for d, (q, out, fence) in enumerate(zip(queues, gathered, done)):
+    for k, (q, out, fence) in enumerate(zip(queues, gathered, done)):
         data = bytearray(len(out))
         q.read(out, data, wait=fence).wait()
         words = struct.unpack("<%dI" % (len(data) // 4), data)
@@ -50,7 +50,7 @@ def main():
         for i in range(n):
             want = [hipline.pattern_value(i, w) for w in range(per)]
             if list(words[i * per:(i + 1) * per]) != want:
-                sys.exit("device %d holds a wrong shard %d" % (d, i))
+                sys.exit("device %d holds a wrong shard %d" % (k, i))
     for q, shard, out in zip(queues, shards, gathered):
         q.dealloca(out)                              # waits for the readers
         q.dealloca(shard)                            # waits for every peer's copy

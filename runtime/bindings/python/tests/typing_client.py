@@ -42,6 +42,31 @@ def on_stream(q: hipline.Queue, a: hipline.Buffer) -> hipline.Fence:
     return q.native_call(launch, [BufferArg(a, "r")])
 
 
+def gather(backend: str) -> int:
+    devices: List[hipline.Device] = hipline.devices(backend, checked=True)
+    count: int = hipline.Device.count(backend)
+    hipline.enable_peer_access(devices)
+    hipline.enable_peer_access(d for d in devices)
+    reach: bool = devices[0].can_access_peer(devices[-1])
+    on: bool = devices[0].peer_access_enabled(devices[-1])
+    stats: hipline.PeerStats = devices[0].peer_stats()
+    with devices[0].create_queue() as q:
+        a, b = q.alloca(64), q.alloca(64)
+        q.copy(a, b).wait()
+    assert reach or on or count
+    return stats.peer_copies + stats.staged_copies
+
+
+def peer_mistakes(dev: hipline.Device) -> None:
+    hipline.enable_peer_access(dev)  # type: ignore[arg-type]
+    hipline.enable_peer_access(["host"])  # type: ignore[list-item]
+    dev.can_access_peer(0)  # type: ignore[arg-type]
+    mem: hipline.MemoryStats = dev.peer_stats()  # type: ignore[assignment]
+    n: str = hipline.Device.count()  # type: ignore[assignment]
+    hipline.devices(checked="yes")  # type: ignore[arg-type]
+    del mem, n
+
+
 def mistakes(q: hipline.Queue, buf: hipline.Buffer) -> None:
     q.alloca("64")  # type: ignore[arg-type]
     q.fill(buf, 1, wait=buf)  # type: ignore[arg-type]
