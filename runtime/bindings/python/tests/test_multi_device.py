@@ -325,22 +325,36 @@ class CopyTest(MultiDeviceCase):
         qa.dealloca(src).wait(timeout=TIMEOUT)
         qb.dealloca(dst).wait(timeout=TIMEOUT)
 
-    def test_buffers_of_unreached_devices_are_refused(self):
-        """Only copies cross devices: fill, read, write and dispatch on a
-        queue of b with a's buffer, unreached, raise."""
-        a, b = self.pair(reachable=True)  # Not enabled.
+    def test_only_copies_and_dispatches_cross_devices(self):
+        """On a queue of b with a's buffer: fill, read, write and
+        native_call raise at the call, reached or not; a dispatch raises
+        until b reaches a, then runs."""
+        a, b = self.pair(reachable=True)
         src = self.filled(a, payload(256, 1))
         qb = self.queues[b]
-        for op in (lambda: qb.fill(src, 0),
-                   lambda: qb.read(src, bytearray(16)),
-                   lambda: qb.write(src, b"x" * 16),
-                   lambda: qb.fill_pattern(src, 3)):
-            with self.assertRaises(hipline.Error) as cm:
-                op().wait(timeout=TIMEOUT)
-            self.assertIn(cm.exception.code,
-                          (StatusCode.INVALID_ARGUMENT,
-                           StatusCode.FAILED_PRECONDITION))
-        qb.check()  # Refused up front: the queue is fine.
+        own = [lambda: qb.fill(src, 0),
+               lambda: qb.read(src, bytearray(16)),
+               lambda: qb.write(src, b"x" * 16),
+               lambda: qb.native_call(lambda s, p: None,
+                                      [hipline.BufferArg(src, "r")])]
+        for enabled in (False, True):
+            if enabled:
+                hipline.enable_peer_access([self.devs[a], self.devs[b]])
+            for i, op in enumerate(own + [lambda: qb.fill_pattern(src, 3)]):
+                if enabled and i == len(own):
+                    qb.fill_pattern(src, 3).wait(timeout=TIMEOUT)
+                    continue
+                with self.assertRaises(hipline.Error, msg=(enabled, i)) as cm:
+                    op()
+                self.assertIn(cm.exception.code,
+                              (StatusCode.INVALID_ARGUMENT,
+                               StatusCode.FAILED_PRECONDITION), (enabled, i))
+            qb.check()  # Refused up front: the queue is fine.
+        counter = self.queues[a].alloca(4)
+        self.queues[a].fill(counter, 0, wait=counter.ready)
+        self.queues[a].verify_pattern(src, 3, counter)
+        self.assertEqual(self.read(a, counter), bytes(4))
+        self.queues[a].dealloca(counter)
         self.queues[a].dealloca(src).wait(timeout=TIMEOUT)
 
     def test_copy_out_of_range_across_devices(self):
