@@ -155,6 +155,44 @@ class EnumerationTest(MultiDeviceCase):
         self.assertEqual(settle_devices(before), before)
 
 
+    def test_a_failed_open_closes_the_others(self):
+        """devices() opening the last ordinal fails: the ones it opened are
+        closed, the error is raised."""
+        import hipline.device as device_module
+        real = device_module.Device
+        last = self.count - 1
+        made = []
+
+        class Failing(real):
+            def __init__(self, backend, ordinal, *args):
+                if ordinal == last:
+                    raise hipline.ResourceExhaustedError(
+                        StatusCode.RESOURCE_EXHAUSTED, "no more")
+                super().__init__(backend, ordinal, *args)
+                made.append(self)
+
+        before = hipline.live_device_count()
+        device_module.Device = Failing
+        try:
+            with self.assertRaises(hipline.ResourceExhaustedError):
+                hipline.devices(self.backend)
+        finally:
+            device_module.Device = real
+        self.assertEqual(len(made), last)
+        self.assertTrue(all(d.closed for d in made))
+        del made[:]
+        gc.collect()
+        self.assertEqual(settle_devices(before), before)
+
+    def test_unavailable_backend(self):
+        if self.backend == "hip" or hipline.backend_query("hip").available:
+            self.skipTest("hip is available here")
+        self.assertEqual(hipline.Device.count("hip"), 0)
+        with self.assertRaises(hipline.UnavailableError) as cm:
+            hipline.devices("hip")
+        self.assertIn("unavailable", cm.exception.message)
+
+
 class PeerQueryTest(MultiDeviceCase):
     def test_can_access_peer_follows_the_backend(self):
         for a, da in enumerate(self.devs):
