@@ -105,14 +105,15 @@ set_tests_properties(python.serve python.serve_http PROPERTIES RUN_SERIAL ON)
 
 # Several devices (test_multi_device.py, labels python and multi-device):
 # 4 host devices with two pairs unreachable (peer and staged copies in one
-# run), 4 with none reachable (everything staged), and 2 devices of the hip
-# test runtime with and without peer access. HL_TEST_DEVICES and
+# run; again with random stream delays, so copies and frees land late), 4
+# with none reachable (everything staged), and 2 devices of the hip test
+# runtime with and without peer access. HL_TEST_DEVICES and
 # HL_TEST_UNREACHABLE tell the test what the backend was told.
 set(hl_py_md_hiprt_env
   "HIPLINE_TEST_BACKEND=hip"
   "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/hip_test_runtime/rocm-6.2"
   "HL_HIP_TEST_RUNTIME_DEVICES=2" "HL_TEST_DEVICES=2")
-foreach(variant host host_staged hiprt hiprt_staged)
+foreach(variant host host_delays host_staged hiprt hiprt_staged)
   if(variant MATCHES "^hiprt" AND NOT TARGET hl_hip_test_runtime_6_2)
     continue()
   endif()
@@ -128,6 +129,8 @@ foreach(variant host host_staged hiprt hiprt_staged)
 endforeach()
 set_tests_properties(python.multi_device_host PROPERTIES ENVIRONMENT
   "${hl_py_env};HIPLINE_HOST_DEVICES=4;HL_TEST_DEVICES=4;HIPLINE_HOST_PEERS=0-3=off,1-3=off;HL_TEST_UNREACHABLE=0-3,1-3")
+set_tests_properties(python.multi_device_host_delays PROPERTIES ENVIRONMENT
+  "${hl_py_env};HIPLINE_HOST_DEVICES=4;HL_TEST_DEVICES=4;HIPLINE_HOST_PEERS=0-3=off,1-3=off;HL_TEST_UNREACHABLE=0-3,1-3;HIPLINE_FAULTS=stream_delay_us=300,seed=7")
 set_tests_properties(python.multi_device_host_staged PROPERTIES ENVIRONMENT
   "${hl_py_env};HIPLINE_HOST_DEVICES=4;HL_TEST_DEVICES=4;HIPLINE_HOST_PEERS=all=off;HL_TEST_UNREACHABLE=all")
 if(TARGET hl_hip_test_runtime_6_2)
