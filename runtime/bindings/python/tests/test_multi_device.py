@@ -426,6 +426,65 @@ class CopyTest(MultiDeviceCase):
         self.queues[b].dealloca(dst).wait(timeout=TIMEOUT)
 
 
+class ConcurrencyTest(MultiDeviceCase):
+    def test_threads_enable_query_and_copy(self):
+        """A thread per device enables the group, queries every pair and
+        gathers every other device's buffer on its own queue, while
+        another thread closes an extra handle of each device they use:
+        the closed handle raises, the rest is unaffected."""
+        shards = [self.filled(i, payload(1024, i)) for i in range(self.count)]
+        extras = [hipline.Device(self.backend, ordinal=i, **self.options)
+                  for i in range(self.count)]
+        errors, closed_seen = [], []
+        start = threading.Barrier(self.count + 1)
+
+        def worker(me):
+            try:
+                q = self.queues[me]
+                start.wait(TIMEOUT)
+                for round_ in range(5):
+                    hipline.enable_peer_access(self.devs)
+                    for d in self.devs:
+                        self.devs[me].can_access_peer(d)
+                        self.devs[me].peer_access_enabled(d)
+                    try:
+                        self.devs[me].can_access_peer(extras[me])
+                    except hipline.FailedPreconditionError:
+                        closed_seen.append(me)
+                    out = q.alloca(1024 * self.count)
+                    fences = [q.copy(s, out, target_offset=i * 1024,
+                                     wait=out.ready)
+                              for i, s in enumerate(shards)]
+                    for f in fences:
+                        f.wait(timeout=TIMEOUT)
+                    got = bytearray(len(out))
+                    q.read(out, got).wait(timeout=TIMEOUT)
+                    want = b"".join(payload(1024, i)
+                                    for i in range(self.count))
+                    if bytes(got) != want:
+                        errors.append("device %d round %d: wrong data" %
+                                      (me, round_))
+                    q.dealloca(out).wait(timeout=TIMEOUT)
+                    out.close()
+            except BaseException as e:  # noqa: BLE001
+                errors.append("device %d: %r" % (me, e))
+
+        threads = [threading.Thread(target=worker, args=(i,))
+                   for i in range(self.count)]
+        for t in threads:
+            t.start()
+        start.wait(TIMEOUT)
+        for d in extras:
+            d.close()
+        for t in threads:
+            t.join(TIMEOUT)
+            self.assertFalse(t.is_alive())
+        self.assertEqual(errors, [])
+        for i, s in enumerate(shards):
+            self.queues[i].dealloca(s).wait(timeout=TIMEOUT)
+            s.close()
+
+
 class LifetimeTest(MultiDeviceCase):
     """A buffer of a freed (dealloca on a's queue, or its last handle
     dropped) while a queue of b still reads it: the free waits for b's
