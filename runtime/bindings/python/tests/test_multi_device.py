@@ -426,6 +426,45 @@ class CopyTest(MultiDeviceCase):
         self.queues[b].dealloca(dst).wait(timeout=TIMEOUT)
 
 
+class InvocationTest(MultiDeviceCase):
+    def invoke_clone(self, a, b, data):
+        """hipline.clone on b's queue of a buffer of a: the result's bytes,
+        or the Error raised."""
+        import asyncio
+        src = self.filled(a, data)
+        qb = self.queues[b]
+
+        async def run():
+            fn = hipline.Function.lookup("hipline.clone")
+            (result,) = await hipline.ProgramInvocation(fn, qb, [src])
+            with result, result.device as owner:
+                self.assertEqual(owner.properties.ordinal, b)
+                got = bytes(await qb.read_bytes(result))
+                await qb.dealloca(result)
+            return got
+
+        try:
+            return asyncio.run(run())
+        except hipline.Error as e:
+            return e
+        finally:
+            self.queues[a].dealloca(src).wait(timeout=TIMEOUT)
+            src.close()
+
+    def test_argument_of_a_reached_device(self):
+        a, b = self.pair(reachable=True)
+        hipline.enable_peer_access([self.devs[a], self.devs[b]])
+        data = payload(4096, 3)
+        self.assertEqual(self.invoke_clone(a, b, data), data)
+
+    def test_argument_of_an_unreached_device(self):
+        a, b = self.pair(reachable=True)  # Not enabled.
+        got = self.invoke_clone(a, b, payload(4096, 4))
+        self.assertIsInstance(got, hipline.InvalidArgumentError)
+        self.assertIn("another device", got.message)
+        self.queues[b].check()
+
+
 class ConcurrencyTest(MultiDeviceCase):
     def test_threads_enable_query_and_copy(self):
         """A thread per device enables the group, queries every pair and
