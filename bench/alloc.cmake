@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # hipline-bench-alloc: host-side cost of a queue_alloca + queue_dealloca pair
 # on the host backend, against glibc malloc + free (bench/alloc_bench.c).
 add_executable(hipline-bench-alloc ${CMAKE_CURRENT_SOURCE_DIR}/alloc_bench.c

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hipline-bench-alloc: the host-side cost of a queue_alloca + queue_dealloca
 // pair on the host backend, next to glibc malloc + free of the same sizes.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hipline-bench-command-buffer: command-buffer costs on the host backend.
 //
 //   one-by-one  N small operations (a 64-byte fill, a 16-byte update and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // See cpu_placement.h.
 #if defined(__linux__)
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Thread placement for the micro-benchmarks (--cpus free|same|split).
 //
 // On the 2-core virtual machines hipline is measured on, moving a cache

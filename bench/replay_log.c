@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Parser for RMM logging_resource_adaptor CSV logs; see replay_log.h for the
 // format and the policies.
 #include "replay_log.h"

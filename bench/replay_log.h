@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Allocation-log replay input: a parser for the CSV that RMM's
 // `rmm::mr::logging_resource_adaptor` writes, turned into a dense event array
 // that a benchmark can replay through an allocator.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # hipline-stress: the allocation stress benchmark (bench/stress/, public API
 # plus the bench-side replay log parser).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # hipline-bench-suballoc: cost of one alloc + free pair in hipline's
 # suballocator itself (runtime/memory/suballocator.h), without submissions
 # (bench/suballoc_bench.c).

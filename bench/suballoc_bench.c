@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hipline-bench-suballoc: the suballocator's own alloc + free pair on a warm
 // pool (same queue, so every request is served from the block just freed),
 // by size. This is the part of a queue_alloca + queue_dealloca pair that the

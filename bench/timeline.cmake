@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # hipline-bench-timeline: empty-submission cost and cross-queue ping-pong
 # latency, and submitting threads contending on one device or several
 # (public API only). Prints a table, or --json.

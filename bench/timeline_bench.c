@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hipline-bench-timeline: timeline costs on the host backend (or, with
 // --backend hip, the hip backend: a GPU or the hip test runtime).
 //

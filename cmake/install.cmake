@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Install rules and package files, libdeflate style. Included from the
 # top-level CMakeLists.txt only when HIPLINE_INSTALL is on (the default when
 # hipline is the top-level project).

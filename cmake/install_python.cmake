@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Installs the hipline Python package (run by `cmake --install` through
 # install(SCRIPT), cmake/install.cmake). The package goes where the target
 # interpreter looks under the install prefix:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Prints where a Python interpreter looks for packages under a prefix.
 
 Usage: python3 python_site.py PREFIX

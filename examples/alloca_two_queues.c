@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Queue-ordered memory on two queues: queue A allocates a buffer and fills
 // it, queue B copies it into a buffer of its own, reads that back and frees
 // both. Nothing here waits on the host until the read: each step waits on

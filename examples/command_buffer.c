@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A command buffer: a fill, an update and a copy recorded once, finalized
 // (which drops the fill bytes the update overwrites), then executed as one
 // submission each on two queues. See docs/command-buffers.md.

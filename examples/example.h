@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // What every example shares: stop with the status's message on an error, and
 // a fence that names one semaphore value.
 #ifndef HIPLINE_EXAMPLES_EXAMPLE_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Invocations and assume_no_alias: how hipline frees what a function returns.
 //
 // A function returns result buffers. When the caller drops a result, hipline

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The README's first program, verbatim (example.readme checks that the two
 // agree): allocate in queue order, fill, read back, free.
 #include <stdint.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # cmake -DREADME=... -DEXAMPLE=... -P readme_check.cmake
 # Fails unless README contains EXAMPLE verbatim, less its leading comment
 # lines ("// " in C, "# " in Python): the README's programs are the examples

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Your own kernels, start to finish: load an executable from the code
 // objects a build produced (one AMDGPU ELF per GPU target, plus the host
 // shared object twin for the host backend), run a kernel inside an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // libFuzzer harness: an API-sequence fuzzer. The input decodes into a small
 // program over three queues of a checked host device: alloca, dealloca,
 // fill, verify (read back), invocations whose results are fresh, a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // libFuzzer harness: the code object readers of user executables
 // (runtime/executable/code_object.h) through hl_executable_create, and the
 // AMDGPU metadata parser on its own. The first byte picks the entry; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // libFuzzer harness: the environment and option parsers of runtime/base/env.h
 // and HIPLINE_FAULTS (hl_faults_parse). The first byte picks the parser and
 // its bounds; the rest is the value (NUL-terminated copy). Every parser must

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // libFuzzer harness: the RMM allocation-log parser (bench/replay_log.h), in
 // lenient and strict mode. A successful parse must yield a consistent log
 // (ids, streams and threads in range, every free after its allocation of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The few device-side HIP names the kernels use.
 //
 // Built by ROCm's hipcc, the kernels see them through <hip/hip_runtime.h>.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The GPU code objects compiled into the library at build time.
 //
 // kernels/CMakeLists.txt compiles hipline_kernels.hip once per distinct

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Device kernels, compiled into one code object per GPU target, by clang
 // (-nogpulib -nogpuinc) or by ROCm's hipcc --genco (kernels/CMakeLists.txt).
 // Parameter lists and semantics are in kernel_table.h, which also declares

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The kernel table: every kernel hipline ships, with its fixed parameter
 // list. It is the one description shared by the device sources
 // (hipline_kernels.hip, compiled as HIP C++), the host reference versions

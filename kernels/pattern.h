@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The fill/verify pattern, shared verbatim by the device kernels (HIP C++)
 // and the host reference versions (C11).
 //

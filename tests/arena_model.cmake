@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The ideal best-fit arena that hipline-stress's replay reports beside
 # hipline and the PyTorch model (bench/stress/arena_model.c), built straight
 # into the test.

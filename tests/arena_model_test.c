@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Tests for the ideal best-fit arena in bench/stress/arena_model.{h,c}:
 // hand-made sequences whose addresses and tops follow from the rules by
 // hand (the comments show the sums), and random traffic checked against a

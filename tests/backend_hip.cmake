@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The hip backend. One source, three uses:
 # - backend_hip_probe_test needs no device: availability reporting, creation
 #   without a device, error translation and the size map;

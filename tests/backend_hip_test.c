@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Tests of the hip backend (runtime/backend/hip/).
 //
 // This file builds two executables (tests/backend_hip.cmake):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Conformance of the host backend (runtime/backend/host/) through the backend
 # vtable: pool reuse rules, threshold and trim, limits, events, host
 # functions, copies, kernels, live counts, HIPLINE_HOST_DEVICES and faults.

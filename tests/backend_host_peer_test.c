@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Peers on the host backend through the backend vtable: HIPLINE_HOST_PEERS
 // (which devices reach each other), peer_enable, memcpy_peer_async refusing
 // a device it was not enabled for, and a stream waiting on another

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Conformance tests of the host backend (runtime/backend/host/), called
 // through the backend vtable exactly as the timeline and memory layers do:
 // stream-ordered pool reuse rules, release threshold and trim, limits and

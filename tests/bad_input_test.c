@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The bad-input table: every public function of include/hipline/*.h called
 // with each bad input that applies (NULL handles and out-parameters, zero and
 // maximal sizes, out-of-range indices, wrapped foreign pointers deallocated,

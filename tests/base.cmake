@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The base layer's building blocks that the public API does not show on
 # their own: the recyclers behind the allocation-free steady state.
 hl_add_test(base_recycler_test

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // runtime/base/recycler: objects come back zeroed, a thread's cache goes to
 // the global list when the thread exits, the global list never holds more
 // than its capacity, objects of a caller's allocator are never kept, and a

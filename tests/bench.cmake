@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Smoke runs of the micro-benchmarks: each case still runs and reports a
 # positive figure (the figures themselves are not checked; targets live in
 # the benchmarks, not in tests).

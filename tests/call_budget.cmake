@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # HIP call budgets per operation (label call-budget): counted on the hip
 # test runtime with HL_HIP_TEST_RUNTIME_CALL_COUNTS, as the difference of two
 # run lengths (tests/call_budget_test.c). Deterministic counts, not timings.

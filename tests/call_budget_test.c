@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // HIP call budgets per operation on the hip test runtime
 // (tests/hip_test_runtime/call_counts.h). Each case runs this executable
 // twice as a child doing the same operation SHORT and LONG times with

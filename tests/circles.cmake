@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # No circle of files in runtime/ but the timeline layer's, which
 # timeline_internal.h justifies. tools/check_circles.py.
 find_package(Python3 COMPONENTS Interpreter)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Command buffers (runtime/command/): recording, execution, fill elision and
 # its exact IREE #6972 cases, bad input, timeline-resource uses; the
 # randomized property test (elided == unelided memory); and fork/join

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Command buffers that record dispatches of user executables
 // (hl_command_buffer_dispatch_executable), on the backend tests/test_util.h
 // picks: the host backend runs the host twin of tests/user_kernels/, the hip

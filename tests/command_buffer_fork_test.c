@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Fork and join lifetimes (MLIR D89937: lowering async GPU work leaked
 // streams and events when a token had several uses or a wait joined several
 // tokens). Rounds of fan-out (one signal waited on by four queues, each

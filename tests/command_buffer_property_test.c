@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Randomized property test of fill elision: random command buffers of fills,
 // updates, copies, dispatches (fill_pattern and copy, with and without the
 // whole-range flag) and barriers over a few buffers and views. Each case is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Command buffers (hipline/command_buffer.h) on the host backend: recording
 // and executing every command, repeated execution, the two cases of IREE
 // #6972 as exact elision tests, the other elision rules, HIPLINE_ELIDE_FILLS,

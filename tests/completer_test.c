@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The hip backend's completion threads, on the hip test runtime: one
 // completer per device however many queues it has, a step thread only for
 // a queue that runs host calls, a host call that blocks until another

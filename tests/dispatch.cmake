@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Kernel dispatch (runtime/executable/dispatch.c) and the kernel-backed
 # functions: every kernel against the host oracle, argument validation,
 # use after free (checked and not), the invocation functions, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Kernel dispatch and the kernel-backed functions (hipline/dispatch.h), on
 // the backend tests/test_util.h picks (HIPLINE_TEST_BACKEND): each kernel
 // against the host oracle, argument validation, use after free (checked mode

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The table of environment variables (runtime/base/env.c) against
 // docs/environment.md and hl_environment_check: the docs' library table
 // lists exactly the table's variables, with the table's defaults and values;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # User executables (hipline/executable.h "User executables",
 # hl_queue_dispatch_executable): the user kernel set in tests/user_kernels/
 # built by a plain clang for every GPU target in HIPLINE_GPU_TARGETS that it

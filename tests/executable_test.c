@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // User executables (hipline/executable.h "User executables") and their
 // dispatch (hl_queue_dispatch_executable), on the backend
 // tests/test_util.h picks: the code object readers against every object

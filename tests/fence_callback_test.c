@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hl_fence_call_when_reached: the public fence callback that event loops
 // (the Python binding's asyncio awaits) use instead of a thread per wait.
 #include <stdatomic.h>

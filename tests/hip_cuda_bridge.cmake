@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The HIP-on-CUDA bridge (tests/hip_cuda_bridge/, test code that never
 # ships): a libamdhip64.so over NVIDIA's CUDA driver API, so that the
 # requires-gpu tests run the hip backend on an NVIDIA GPU. It dlopens

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # hipline-info tests (label `tools`).
 #
 # This file has two modes. Included from tests/CMakeLists.txt it registers the

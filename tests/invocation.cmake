@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The invocation layer (runtime/invocation/) on the host backend in checked
 # mode: import of results (async/sync, safety net, the assume_no_alias
 # hazard), settings precedence (environment cases in child processes),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Chaining invocations across two queues: each step's result is the next
 // step's argument, with no host wait inside the chain; the caller releases
 // each step's input right after invoking the next (before it has run). The

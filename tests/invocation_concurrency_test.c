@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Concurrent invocations: four threads invoke a mix of functions (unique
 // results, one root shared by two results, an argument returned, a hidden
 // reference with the flag off, a registered global) on two shared queues with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Bad input and failure paths of functions, invocations and the function
 // registry: NULL handles, wrong argument counts, taking a result twice,
 // invoking twice, functions that fail (before and after storing results),

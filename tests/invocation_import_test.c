@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Import of invocation results on the host backend in checked mode: which
 // roots are imported async (queue-ordered free) or sync (refcount fallback),
 // the safety net for arguments and registered globals, and the hazard that

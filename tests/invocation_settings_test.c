@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // assume_no_alias settings: precedence of the process-wide value (unset,
 // true, false; API or HIPLINE_ASSUME_NO_ALIAS) over each invocation's own,
 // checked through the query and through what the import actually does.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Helpers shared by the invocation-layer tests (tests/invocation_*_test.c):
 // host devices in checked mode, one-pair fences, blocking read-back with a
 // deadline, statistics, and the test functions themselves (callbacks built

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Kernel tests: host reference kernels, the executable registry, and (when
 # a device compiler built code objects) the build record and the embedded code objects.
 hl_add_test(kernels_host_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/kernels_host_test.c

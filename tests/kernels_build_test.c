@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Build-level checks, registered only when hipcc built code objects: the
 // build record names each requested target exactly once (duplicates in
 // HIPLINE_GPU_TARGETS collapse), and every code object, on disk and embedded,

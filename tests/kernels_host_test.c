@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Host reference kernels: the parameter table and each kernel's results on
 // edge cases (empty, single, odd sizes, views at unaligned offsets).
 #if defined(__linux__)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The executable registry: target-id parsing, matching, union-find grouping,
 // the NOT_FOUND message, the embedded table, and the module loader against a
 // fake backend that runs the host code object.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Lazy device timepoints on the hip backend (runtime/timeline/event_pool.c,
 // hl_shared_event_materialize): a submission records no event at issue, and
 // a queue that waits on one of its signals later records one on the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The memory layer (runtime/memory/) on the host backend through the public
 # API: queue_alloca/queue_dealloca, misuse and failure paths, cross-queue pool
 # reuse, fallback release, pool limits/threshold/trim, statistics, and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // queue_alloca and queue_dealloca on the host backend through the public
 // API: the handle comes back at once, a parked alloca commits only after its
 // wait, full alloca/write/fill/copy/read/dealloca cycles on one and two

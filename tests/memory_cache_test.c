@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The suballocator's per-queue caches (hl_sa_queue_t.cached): a queue takes
 // back the block it freed last without a bin search; no other queue takes
 // it before its free is reached or covered; trim, synchronization points

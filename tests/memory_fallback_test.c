@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The fallback release (a root's last buffer goes without a dealloca) on the
 // test backend (tests/test_util.h), in checked mode where the backend has it:
 // escape tracking, the ORDERED default (a

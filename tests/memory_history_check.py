@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Checks the snapshot memory_history_test writes (argv[1]): PyTorch's
 layout, two allocs (64 KiB, then 32 KiB) and the free of the first on
 device 0, and the second as the one live segment with one active_allocated

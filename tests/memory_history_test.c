@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hl_memory_history_begin/end: the PyTorch memory snapshot of allocas and
 // frees. The snapshot's content is checked by tests/memory_history_check.py
 // (run with HL_TEST_PYTHON), its errors and limits here.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Failure and misuse of the queue-ordered allocator on the host backend:
 // use after free (checked and unchecked), a dealloca whose wait fails (early
 // and late), double dealloca, and deallocas of wrapped external buffers.

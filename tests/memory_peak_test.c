@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hl_device_reset_peak_memory_stats: the in-use peaks of the device and its
 // queues and the reserved peak start again from the current values, with
 // either pool (the driver's, hipline's suballocator).

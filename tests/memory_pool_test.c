@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The pool behind queue_alloca on the host backend: cross-queue reuse only
 // after the free completes, same-queue reuse in stream order, fallback
 // release in both modes (blocking and not), out of memory, the release

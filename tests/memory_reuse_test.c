@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Conformance: cross-queue reuse behind the wait frontier. An alloca on
 // queue B whose wait fence covers queue A's dealloca (its signal, or A's
 // timeline at the dealloca) reuses the freed block while A's timeline has

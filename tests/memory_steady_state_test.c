@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The fast path's allocation-free steady state (issue 11): once warm, a
 // serving-like loop of queue operations makes no heap allocation in
 // hipline's code. malloc, calloc and realloc are wrapped at link time

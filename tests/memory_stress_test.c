@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Four threads share two queues on one host device and run random mixes of
 // alloca, fill, copy, read-and-verify, dealloca (on either queue) and plain
 // release (the fallback), with random stream delays injected and without

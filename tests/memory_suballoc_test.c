@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hipline's suballocator (runtime/memory/suballocator.h): splitting,
 // coalescing, timeline-aware reuse across queues, trim, out of memory and a
 // randomized run against a reference model (unit tests against a host

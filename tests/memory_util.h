@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Helpers shared by the memory-layer tests (tests/memory_*_test.c): host
 // devices with memory options, semaphores and one-pair fences, statistics,
 // polling with a deadline, and a host call that blocks a queue until the test

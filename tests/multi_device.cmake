@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Several devices in one process: peer access, copies between devices (peer
 # and staged), dispatches over a peer's buffer, frees that wait for another
 # device's use, cross-device waits. 4 host devices; on the hip test runtime

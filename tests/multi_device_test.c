@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Several devices in one process (backend-independent: 4 host devices, or
 // 2+ devices of the hip test runtime): peer access, copies between devices
 // (peer and staged), dispatches over another device's buffer, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Native-stream interop (hl_queue_native_call) on the backend
 // tests/test_util.h picks: the call runs in the queue's timeline order (a
 // test that fails if it runs before earlier work or its waits), its

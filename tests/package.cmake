@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Packaging tests (label `package`):
 #   package.install_and_consume  installs this build tree into a scratch
 #     prefix, then builds tests/package/main.c against it with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Python binding tests (label `python`): runtime/bindings/python/tests, run
 # with the standard library's unittest over libhipline.so (hipline_shared).
 #

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Prints the layout of the public structs the Python binding mirrors with
 // ctypes, one line each: "STRUCT size N" and "STRUCT.FIELD offset N".
 // runtime/bindings/python/tests/test_abi.py compares them with the ctypes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Reliability (tests/reliability_*_test.c, tests/bad_input_test.c): fault
 # injection through HIPLINE_FAULTS, shutdown with work in flight, a bounded
 # soak with flat-memory checks, and the bad-input table of every public

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Fault injection (runtime/base/faults.h) through the public API on the test
 // backend: injected allocation failures surface as RESOURCE_EXHAUSTED on the
 // alloca's signal semaphore, injected submission failures as INTERNAL on the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Shutdown with work in flight: releasing the queues and then the device
 // while host calls spin, streams are delayed, submissions are parked on
 // signals that never come, or buffers and invocations are still alive. Each

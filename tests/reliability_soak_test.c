@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A bounded soak: a serving-like loop over three queues of a checked host
 // device under fault injection. Each step invokes a function per queue whose
 // result is a fresh alloca holding a copy of the previous step's result; one

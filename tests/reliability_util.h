@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Helpers shared by the reliability tests (tests/reliability_*_test.c and
 // tests/bad_input_test.c): devices on the test backend (tests/test_util.h:
 // the host backend, or hip with HIPLINE_TEST_BACKEND=hip), one-pair fences,

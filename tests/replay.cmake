@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Allocation-log replay input: the RMM CSV parser (bench/replay_log.c, built
 # straight into the test until the benchmark links it) and the trace converter
 # tools/hipline-trace-convert.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Tests for the RMM allocation-log parser in bench/replay_log.{h,c}.
 //
 // Run without arguments for the unit tests. Run as

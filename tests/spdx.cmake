@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Every source file carries the licence's SPDX line (LICENSE at the root):
 # tools/check_spdx.py lists those without one, and --fix adds it.
 find_package(Python3 COMPONENTS Interpreter)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # hipline-stress checks (tests/stress_check.py): the assume_no_alias
 # precedence on the serving workload, the JSON of a policy matrix, checked
 # mode, replay of the shared traces (skipped, 77, where they are absent) and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Checks of build/bin/hipline-stress, one case per ctest.
 
 Usage: stress_check.py --stress BIN --work DIR [--traces DIR] [--plot TOOL] CASE

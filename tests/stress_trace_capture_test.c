@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Trace capture (runtime/base/trace.c, include/hipline/trace.h): the event
 // array grows up to its limit, events beyond it are counted as dropped (in
 // the file and by hl_trace_capture_dropped), several threads record while it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Small helpers shared by the cmocka tests. Header-only; include it after the
 // standard headers and before nothing else is needed: it pulls in cmocka.h
 // itself (with the headers cmocka requires).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The timeline layer (runtime/timeline/) on the host backend: semaphores and
 # host waits, queues (parking, elision, failure propagation, leaks) and a
 # randomized multi-queue DAG under injected stream delays.

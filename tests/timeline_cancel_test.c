@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Conformance: work whose wait chain failed is never issued, on every
 // backend. A chain of queues hangs off a head semaphore that fails before
 // the chain is submitted, or while it is parked (submitted, not issued);

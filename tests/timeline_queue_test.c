@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Queues on the host backend through the public API: wait-before-signal
 // parking, fan-out and fan-in, wait elision, failure propagation across
 // queues, injected submission failures, and event/stream leak checks over a

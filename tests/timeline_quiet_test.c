@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The quiet-queue path (runtime/timeline/submit_quiet.c): a submission on an
 // idle queue whose waits are reached and that needs no stream work completes
 // on the submitting thread without a submission record. These tests check

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Timeline semaphores through the public API: values, host waits (deadlines,
 // wait-all and wait-any in every signal order, ping-pong), failures, and the
 // CPU cost of a long host wait.

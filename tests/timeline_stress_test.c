@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A randomized multi-queue DAG under random stream delays
 // (HIPLINE_FAULTS stream_delay_us, set through hl_faults_set): every host
 // call checks that all its predecessors (its waits and its queue's previous

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Tests for the PyTorch caching allocator model in
 // bench/stress/torch_model.{h,c}: hand-made event sequences whose reserved
 // bytes follow from PyTorch's rules by hand (the comments show the sums).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The main job, from a fresh Debian 12 machine:
 #
 #   bash tools/bench.sh [args...]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Finds circles of files in runtime/: A uses B when A names a function or
 global that B defines (a .c file's non-static definitions; a header's
 static inline functions and macros). Declarations do not count: a header

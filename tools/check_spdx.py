@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Every source file of hipline names its licence in an SPDX line.
 
   check_spdx.py ROOT          lists the files without one; exit 1 if any

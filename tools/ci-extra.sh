@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The extra CI stage (run by tools/test.sh after default/asan/tsan): builds
 # the libFuzzer harnesses of fuzz/ with clang-14 (ASan + UBSan + libFuzzer)
 # and runs each for a bounded time from its seed corpus, then writes one

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Counts the instructions and the locked (atomic read-modify-write)
 # instructions one alloca+dealloca pair, or one empty submission, executes
 # on the host backend (docs/benchmarks.md, "Count instead of timing").

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hipline-info: what hipline sees on this machine.
 //
 // Lists every backend (available or not, and why), every device of each

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The whole test suite, as CI runs it (.ci/run execs this).
 #
 #   bash tools/test.sh

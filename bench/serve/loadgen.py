@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Load generator for bench/serve/serve.py: one fresh server per policy.
 
 For each policy it starts serve.py on 127.0.0.1 (any free port), drives it

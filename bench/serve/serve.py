@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """An aiohttp server that embeds hipline as a serving stack would.
 
 POST /generate {"steps": N, "assume_no_alias": true|false, "seed": S}

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // An ideal best-fit arena; see arena_model.h for the rules.
 
 #include "bench/stress/arena_model.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // An ideal best-fit arena: the least a non-moving allocator could reserve
 // for an allocation stream, so that a replay can show how far hipline's
 // pool is from it (and PyTorch's, torch_model.h).

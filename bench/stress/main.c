@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hipline-stress: the allocation stress benchmark. See --help, and
 // bench/stress/stress.h for how the program is split.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Command-line parsing for hipline-stress with glibc's getopt_long. Every bad
 // value is an error that names the flag, the value and what is accepted
 // (exit status 2). Option names are matched whole (no abbreviations), so a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The pattern oracle. With the dispatch API (the normal build) buffers are
 // filled by the fill_pattern kernel and checked by verify_pattern into one
 // uint32 counter per queue, all in queue order without host waits. A build

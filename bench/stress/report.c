@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Reporting: the table on stdout and the JSON file.
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // One run of a workload: its device and queues, the alloc/free helpers of
 // the two allocation modes, latencies, progress and the final statistics.
 

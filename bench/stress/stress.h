@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hipline-stress: the allocation stress benchmark. Shared types of the
 // program's parts:
 // - options.c: command line parsing and validation;

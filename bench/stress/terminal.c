@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The progress bar and everything else written to stderr, kept apart on a
 // terminal.
 //

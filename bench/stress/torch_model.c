@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A model of PyTorch's CUDA caching allocator; see torch_model.h for the rules
 // and where each comes from in c10/cuda/CUDACachingAllocator.cpp.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A model of PyTorch's CUDA caching allocator
 // (c10/cuda/CUDACachingAllocator.cpp) that tracks only what it reserves from
 // the device, so that a replay can show what PyTorch would hold on the same

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // multistream: does the allocator serialise independent queues?
 //
 // Each iteration, on every one of K queues: alloca a small buffer, spin the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // random: allocation churn on one queue.
 //
 // 2N steps. A step allocates with probability 0.73 while fewer than N

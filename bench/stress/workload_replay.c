@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // replay: an allocation log replayed through the queue-ordered allocator.
 //
 // The log is RMM's logging CSV (bench/replay_log.h). A PyTorch snapshot

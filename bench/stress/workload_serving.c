@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // serving: R concurrent requests over K queues, each a chain of function
 // invocations.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // --workload tp: a tensor-parallel step over --devices N devices.
 //
 // Each step, every device allocates its shard (hl_queue_alloca) and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # hipline from asyncio: allocate, fill, invoke a function, read the result.
 # Every queue operation returns a fence that can be awaited; awaiting never
 # blocks the event loop and starts no thread (see docs/python.md).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # A gather across every device: each device computes its shard, then every
 # device collects all shards by copies on its own queue, each ordered after
 # the producer's fill by a fence (never a host wait). Between devices that

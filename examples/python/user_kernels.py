@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Your own kernels from Python: load an executable from the code objects a
 # build produced (one AMDGPU object per GPU target, plus the host shared
 # object for the host backend), run a kernel inside an invocation whose

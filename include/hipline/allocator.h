@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Host allocator hooks. Every hipline object records the allocator it was
 // created with and frees itself through it.
 #ifndef HIPLINE_ALLOCATOR_H_

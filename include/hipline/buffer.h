@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Buffers and the queue-ordered allocator.
 //
 // A root is one allocation: its device, its queue affinity, its origin

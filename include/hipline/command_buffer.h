@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Command buffers: fills, updates, copies, dispatches and barriers recorded
 // once and executed on a queue as one submission, as many times as wanted.
 //

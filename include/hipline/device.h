@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Backends and devices.
 //
 // A device is one GPU (hip backend) or one CPU-emulated device (host

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Kernel dispatch on queues, and the kernel-backed functions.
 //
 // A dispatch launches one kernel of an executable on a queue after a wait

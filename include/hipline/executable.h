@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The executable registry: which kernel code objects this library carries and
 // which one each device gets.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Symbol visibility for the hipline library. Everything is hidden by default
 // (-fvisibility=hidden); HL_API marks the public surface.
 #ifndef HIPLINE_EXPORT_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Fences: sets of semaphore@value pairs, at most one pair per semaphore.
 //
 // Submissions take a wait fence and a signal fence. A NULL fence is empty.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hipline: a C11 device runtime for HIP/ROCm GPUs.
 //
 // The umbrella header. See each header for the contracts:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Functions and invocations: the import/export timeline layer.
 //
 // A function is a named callback with a signature. An invocation calls it on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Queues: one backend stream plus a timeline semaphore.
 //
 // Every submission waits on a fence, runs its operations in queue order,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Timeline semaphores: a monotonically increasing uint64 counter that can
 // also be failed with a status.
 //

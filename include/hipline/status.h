@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Status values: every fallible hipline call returns an hl_status_t.
 //
 // Ownership contract (applies to the whole public API):

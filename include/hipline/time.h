@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Time and deadlines. Times are nanoseconds on the monotonic clock.
 #ifndef HIPLINE_TIME_H_
 #define HIPLINE_TIME_H_

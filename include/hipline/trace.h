@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Trace capture: queue submissions, allocas and deallocas, fallback releases
 // and SyncImportTimelineResource zones, written as Chrome trace-event JSON
 // (Perfetto opens it). HIPLINE_TRACE=FILE captures from the first device

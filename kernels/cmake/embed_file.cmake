@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # cmake -P script: writes a C file that embeds one code object.
 #   -DINPUT=<code object> -DOUTPUT=<.c> -DSYMBOL=<C identifier>
 #   -DTARGET=<canonical target id>

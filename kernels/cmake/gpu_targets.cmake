@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Helpers for GPU target ids (AMD "target id" syntax: processor followed by
 # optional colon-separated features with + or -, e.g. gfx90a:sramecc+:xnack-).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # cmake -P script: writes the build record of the GPU code objects.
 #   -DOUTPUT=<file> -DTARGETS=<a|b|...> -DFILES=<a.co|b.co|...>
 #   -DCOMPILERS=<clang|hipcc|...> -DSKIPPED=<t=reason|...> (may be empty)

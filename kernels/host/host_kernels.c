@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include "kernels/host/host_kernels.h"
 
 #include <stdatomic.h>

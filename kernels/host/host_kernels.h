@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Host reference versions of the kernels in kernel_table.h.
 //
 // They are what the host backend launches and the oracles that tests compare

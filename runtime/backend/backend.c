@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The backend layer's front door: kind names, availability queries, the
 // HIPLINE_BACKEND / auto resolution, per-kind device properties and backend
 // creation. The only file above a backend's own folder that names the host

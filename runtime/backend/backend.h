@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The backend contract: one narrow vtable over one device.
 //
 // Both runtime/backend/host and runtime/backend/hip implement it; the layers

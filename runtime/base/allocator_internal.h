@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // What the runtime knows of host allocators beyond the public API.
 #ifndef HIPLINE_RUNTIME_BASE_ALLOCATOR_INTERNAL_H_
 #define HIPLINE_RUNTIME_BASE_ALLOCATOR_INTERNAL_H_

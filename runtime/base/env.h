@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Strict parsing of HIPLINE_* environment variables and option strings.
 //
 // Every parser names the variable, the value it was given and the accepted

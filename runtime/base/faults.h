@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Fault injection, configured by HIPLINE_FAULTS.
 //
 // The spec is a comma-separated key=value list, strictly parsed:

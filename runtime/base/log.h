@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Logging to stderr with a level set by HIPLINE_LOG=off|error|warn|info|debug.
 #ifndef HIPLINE_RUNTIME_BASE_LOG_H_
 #define HIPLINE_RUNTIME_BASE_LOG_H_

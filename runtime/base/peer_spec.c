@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // HIPLINE_HOST_PEERS parsing (peer_spec.h).
 
 #include "runtime/base/peer_spec.h"

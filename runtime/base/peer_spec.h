@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // HIPLINE_HOST_PEERS: which host-backend devices reach each other.
 //
 // A key=value list read in order: "all=on|off" sets every pair,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Recyclers: bounded free lists of fixed-size objects.
 //
 // hipline's steady state makes no heap allocation: the objects every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The slow paths of the spin primitives (spin.h): spinning before sleeping,
 // the contended spin lock, and the mutex that spins before it blocks.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Spinning before sleeping.
 //
 // Every handoff between hipline's threads (a submitter pushing stream items,

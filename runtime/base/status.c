@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Status objects: one heap block holding the code, source and message.
 
 #include "hipline/status.h"

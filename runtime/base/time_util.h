@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Internal time helpers: deadlines for C11 condition variables.
 #ifndef HIPLINE_RUNTIME_BASE_TIME_UTIL_H_
 #define HIPLINE_RUNTIME_BASE_TIME_UTIL_H_

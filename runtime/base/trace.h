@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Trace zones, instants and named counters.
 //
 // With HIPLINE_ENABLE_TRACING=0 at build time every macro compiles to nothing.

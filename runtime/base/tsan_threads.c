@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // C11 threads on intercepted pthread calls, for ThreadSanitizer builds only.
 //
 // glibc (2.34 and later) implements thrd_create, mtx_lock, cnd_wait and

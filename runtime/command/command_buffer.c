@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Command buffers (hipline/command_buffer.h): lifetime and recording.
 //
 // Layering: this layer sits above executable (dispatch calls), memory (roots,

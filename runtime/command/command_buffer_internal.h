@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Internals of command buffers (hipline/command_buffer.h) shared by their
 // files: recording (command_buffer.c), the elision pass and finalize
 // (command_finalize.c) and execution (command_execute.c).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Command buffers: execution (hl_queue_execute).
 //
 // An execution is one hl_op_t in one submission. At submit it takes an op

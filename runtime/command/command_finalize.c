@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Command buffers: the elision pass and finalize (hipline/command_buffer.h).
 //
 // Finalize runs the elision pass and builds |steps|, the list each

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The built-in kernels' parameter descriptions, their validation and
 // their signatures (builtin_kernels.h), and the public queries over them
 // (hl_dispatch_kernel_count, hl_dispatch_kernel_name, hl_pattern_value).

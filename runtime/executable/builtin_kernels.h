@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The built-in kernels (kernels/kernel_table.h) as the dispatch path sees
 // them. Beyond its size, each parameter has a description the metadata of
 // a code object does not carry: the access the kernel needs, whether a NULL

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Code object readers (code_object.h): offload bundles, AMDGPU ELF notes,
 // and the AMDGPU metadata (msgpack, read with msgpack-c).
 #include "runtime/executable/code_object.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Readers for the code objects users hand to hl_executable_create: clang
 // offload bundles, AMDGPU ELF files and their AMDGPU metadata note.
 //

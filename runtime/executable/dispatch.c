@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Kernel dispatch on queues (hipline/dispatch.h).
 //
 // Every dispatch is one queue operation around a dispatch call

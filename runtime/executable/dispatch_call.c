@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Dispatch calls (dispatch_call.h).
 #include "runtime/executable/dispatch_call.h"
 

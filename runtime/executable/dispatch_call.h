@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A dispatch call: one validated, ready-to-launch dispatch of one kernel of
 // an executable, not tied to a queue submission. It is the one form every
 // dispatch takes: hl_queue_dispatch (the built-in executable),

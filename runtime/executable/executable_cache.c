@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The per-device module cache (see executable_cache.h).
 //
 // Locking: |hl_cache_| (one process-wide mutex) guards the device list, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The per-device cache of loaded kernel modules.
 //
 // Each device gets its kernel module (executable_module.h) on first use and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A kernel module loaded on one backend: the registry's code object for the
 // backend's target, with every kernel of kernels/kernel_table.h resolved.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The registry of embedded code objects and the pure matching and grouping
 // functions of hipline/executable.h.
 #include <stdio.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Kernarg segment helpers shared by the dispatch call (dispatch_call.c) and
 // the hip test runtime's host twins: the values of the hidden arguments a
 // ROCm runtime writes after a kernel's explicit ones.

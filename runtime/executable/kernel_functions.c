@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The kernel-backed functions of hl_kernels_register_functions
 // (hipline/dispatch.h): invocation callbacks that enqueue dispatches with the
 // coarse-fences convention.

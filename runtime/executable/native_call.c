@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Native-stream interop (hl_queue_native_call).
 //
 // One queue operation whose stream work is the caller's function. It is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Parsed target ids, shared by the registry's matching and grouping code.
 #ifndef HIPLINE_RUNTIME_EXECUTABLE_TARGET_ID_H_
 #define HIPLINE_RUNTIME_EXECUTABLE_TARGET_ID_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // User executables (hipline/executable.h, "User executables").
 //
 // An executable owns its code objects: GPU ones as copies of their ELF

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Internals of user executables (hipline/executable.h, "User executables")
 // shared with the dispatch path (dispatch_call.c), and the built-in executable.
 #ifndef HIPLINE_RUNTIME_EXECUTABLE_USER_EXECUTABLE_H_

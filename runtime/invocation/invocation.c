@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Functions, invocations, export of arguments and import of results.
 
 #include "hipline/invocation.h"

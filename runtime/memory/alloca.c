@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // queue_alloca and queue_dealloca: allocation and free in queue order.
 //
 // Both do their pool work as stream work (hl_stream_work_issue), so one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Buffers: views of roots, wrapped and global buffers.
 
 #include <stdio.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The memory history (memory_history.h) and its PyTorch snapshot pickle:
 //   {"segments": [segment, ...], "device_traces": [[event, ...], ...]}
 // as torch.cuda.memory._snapshot() returns it and _dump_snapshot() pickles

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Memory history: every alloca's memory and every free of every device,
 // recorded while hl_memory_history_begin is in effect and written as a
 // PyTorch memory snapshot (include/hipline/trace.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Internals of the memory layer: roots, buffers, timeline resources and the
 // fallback reclaimer.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hl_device_reset_peak_memory_stats: the peaks of the memory statistics
 // start again from the current values (PyTorch's
 // torch.cuda.reset_peak_memory_stats).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Memory counter tracks in traces: after an alloca's or a free's statistics
 // change, a recording trace gets a sample of the device's bytes in use and
 // reserved (hl_trace_memory), so Perfetto draws memory over time next to the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hl_queue_copy, and how a copy between buffers of two devices goes.
 //
 // A copy within the queue's device is one transfer op (transfer.c). When the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // How a root's memory goes back: the queue-ordered dealloca op
 // (hl_queue_dealloca; the rules it keeps are in alloca.c's opening comment),
 // a root's last references, and the fallback release they may start

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Roots: the allocations behind buffers, their references, recorded uses
 // and the return of their memory.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The device's memory state: its pool and its statistics.
 
 #include <stdio.h>

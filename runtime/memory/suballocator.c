@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hipline's own pool: a timeline-aware suballocator over backend slabs.
 //
 // Why these choices (PyTorch's caching allocator for comparison):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // hipline's own pool: a timeline-aware suballocator over slabs that come from
 // the backend's stream-ordered pool (malloc_async/free_async).
 //

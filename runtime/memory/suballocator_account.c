@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The suballocator's reports: its statistics, the account of its slab bytes
 // (docs/memory.md) and the check of its invariants. suballocator.c takes
 // the lock (and bins the caches) around the first two.

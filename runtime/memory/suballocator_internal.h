@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The suballocator's records (blocks, slabs, bins) and the helpers its
 // files share: suballocator.c (fit, caches, growth, giving back) uses
 // suballocator_account.c (statistics, the account, the invariants), never

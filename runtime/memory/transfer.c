@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Queue operations that move bytes: fill, copy, read and write.
 // hl_queue_copy itself is in peer_copy.c, which decides how a copy between
 // devices goes and makes it with the ops here.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The completion side of a queue: publishing a finished submission and the
 // pumps that issue what became issuable. The completer thread of queues
 // completed by events (HIP) is in device_completer.c.

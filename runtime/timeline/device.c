@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Devices: lifecycle (creation, layer extensions, destruction), options and
 // environment checks. The work thread is in scheduler.c, the event pool in
 // event_pool.c, and what walks a device's queues in queue.c.

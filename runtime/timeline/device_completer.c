@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The completer of queues completed by events (HIP): one thread per device
 // that waits for the issued submissions of every such queue and publishes
 // them in order, and the step threads that run a queue's host steps.

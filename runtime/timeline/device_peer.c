@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Peer access between devices: the query, the enabling of a device set and
 // the cross-device counters (include/hipline/device.h says what is
 // reachable from where).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The device's event pool: backend events are recycled rather than
 // destroyed, and a submission's shared event goes back to the pool when its
 // last reference is dropped. The pool is under the device's lock, a leaf.

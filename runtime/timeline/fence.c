@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Fences: small sets of semaphore@value pairs.
 
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Queues: the queue object (creation, references, waits, drains, statistics),
 // its submissions' lifetime, and the walks over a device's queues.
 // Submitting is in submit.c, completing in completer.c.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // What the files of the queue share (queue.c, submit.c, completer.c): the
 // queue and submission objects and the functions one file calls in another.
 // Only those files include it; the rest of the runtime sees the queue

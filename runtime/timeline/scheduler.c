@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The scheduler: each device's work thread (the "completion thread"), which
 // runs deferred work in order, never on a stream callback, so the work may
 // call into the backend and release objects.

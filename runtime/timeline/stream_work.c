@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Stream work of queue operations (see hl_stream_work_issue in
 // stream_work.h): the one place that decides, from the backend's
 // |stream_ordered_host_work| capability, whether an operation's work runs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Stream work: how an operation (the op contract, timeline_internal.h) does
 // its work on its queue's stream. The memory, executable and command layers
 // build their operations on it.

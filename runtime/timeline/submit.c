@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Submitting to a queue: check, plan, issue, park and publish, in order over
 // one backend stream, with wait-before-signal parking, wait elision and
 // failure propagation.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The quiet-queue path of hl_queue_submit.
 //
 // On a queue with nothing pending, in flight or being issued, a submission

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Internals of the timeline layer: devices, semaphores, queues, submissions.
 //
 // Locking. There is no process-wide lock: two queues (or two devices) that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The HIP-on-CUDA bridge: a libamdhip64.so that serves every entry of the
 // hip backend's symbol table (runtime/backend/hip/dynamic_symbol_table.h)
 // with NVIDIA's CUDA driver API, so that the hip backend runs on a real GPU

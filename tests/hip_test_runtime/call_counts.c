@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Per-entry HIP call counts (see call_counts.h). TEST CODE ONLY.
 
 #include "tests/hip_test_runtime/call_counts.h"

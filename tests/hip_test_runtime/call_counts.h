@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Per-entry HIP call counts, for the hip test runtime and the HIP-on-CUDA
 // bridge (test code only, never shipped).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The call counter of the hip test runtime (call_counts.h): a child process
 // makes known calls from its main thread, from a thread named as hipline
 // names its own ("hl-..."), and from an unnamed one; the file it writes at

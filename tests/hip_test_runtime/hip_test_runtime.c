@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The hip test runtime: an asynchronous model of the HIP that hipline uses.
 // TEST CODE ONLY: built as libamdhip64.so under the build tree for ctest and
 // never installed or shipped. See hip_test_runtime.h for the variants and

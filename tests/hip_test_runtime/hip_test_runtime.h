@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The hip test runtime: a libamdhip64.so for tests, never shipped.
 //
 // tests/hip_test_runtime/hip_test_runtime.c is an asynchronous model of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Tests of the hip test runtime itself (test code): the ROCm rules it
 // models hold, so the backend tests that rely on them can fail.
 // Linked against the ROCm 6.2 variant; the 5.2 variant is opened by path.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Host twins of user kernels for the hip test runtime (trt_twins.h).
 #include "tests/hip_test_runtime/trt_twins.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Host twins of user kernels for the hip test runtime: shared objects that
 // follow the host kernel ABI (hipline/executable.h), named by
 // HL_HIP_TEST_RUNTIME_TWINS (colon-separated paths). A user code object

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Consumer of an installed hipline (or one built with add_subdirectory):
 // probes the host backend through the public API, then creates a device and
 // a queue on it, allocates, fills, reads back and frees a buffer, and prints

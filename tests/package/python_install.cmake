@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Script for the Python install tests (tests/python.cmake): cmake -P with
 # -DHL_MODE=install or pip. See there for what each checks.
 cmake_minimum_required(VERSION 3.20)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # cmake -P script: runs hipline-bench-timeline briefly with --json and checks
 # that every case reported a positive figure.
 execute_process(

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # cmake -P script: HIPLINE_TRACE failures make a program fail, in any program
 # (here hipline-bench-timeline, which does not handle the variable itself):
 # a bad path at device creation, a failed write at exit; a good path works.

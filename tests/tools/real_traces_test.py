@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Converts the shared real traces and parses the results with the C parser.
 
 Usage: real_traces_test.py --converter PATH --checker PATH --traces DIR --out DIR

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Tests for tools/hipline-trace-convert.
 
 Usage: trace_convert_test.py CONVERTER CHECKER TESTDATA_DIR

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A small user kernel set for the user-executable tests and the example:
 // built with a plain clang for the GPU targets (-nogpulib -nogpuinc, as the
 // built-in kernels are) and mirrored by user_kernels_host.c, its host twin.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The host twin of user_kernels.hip: the same kernels under the host kernel
 // ABI (hipline/executable.h), as a shared object. The explicit arguments sit
 // at the offsets the AMDGPU metadata gives the GPU kernels (the executable

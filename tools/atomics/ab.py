@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Paired, interleaved timing of two builds of tools/atomics/loop.c.
 
 The VM hipline is measured on changes speed between spells (a 4 KiB

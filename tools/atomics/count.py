@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Sums what a callgrind run executed: instructions, and locked ones.
 
     count.py BINARY CALLGRIND_OUT ITERATIONS

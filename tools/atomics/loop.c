@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The loops that tools/count-atomics.sh counts (docs/benchmarks.md): N
 // alloca+dealloca pairs of 4 KiB on one queue (`pair`), or N empty
 // submissions with one reached wait and one signal (`barrier`), with a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Prints the table of tools/gpu/cuda-bridge.sh's bench step.
 
 Reads, from the directory given, what the step wrote: the JSON of

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Runs hipline's hip backend on an NVIDIA GPU through the HIP-on-CUDA bridge
 # (tests/hip_cuda_bridge/): builds the kernels' cubin with nvcc from
 # kernels/hipline_kernels.hip, then runs every requires-gpu test and the

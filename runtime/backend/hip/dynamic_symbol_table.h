@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Every HIP entry point the hip backend uses, in one X-macro table.
 //
 // Each row is HL_HIP_PFN(KIND, RETURN_TYPE, NAME, PARAMETERS):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Loading libamdhip64 and resolving the symbol table.
 
 #include "runtime/backend/hip/dynamic_symbols.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The HIP runtime, loaded at run time: libamdhip64 is opened with dlopen and
 // every entry point in dynamic_symbol_table.h is resolved once per process.
 // A build never links against ROCm, so it works on machines without it.

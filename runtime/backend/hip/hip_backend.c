@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The hip backend (hip_internal.h): availability and properties, creation
 // and destruction, and the vtable (its entry points run in the device scope
 // of hip_scope.c).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Graphs on the hip backend: the work a command buffer replays, captured
 // once from a private stream (hipStreamBeginCapture in thread-local mode,
 // so nothing another thread enqueues elsewhere is caught or refused),

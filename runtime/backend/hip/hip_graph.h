@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Graphs on the hip backend (the backend contract's graph_capture,
 // graph_launch and graph_destroy), by stream capture. Private to
 // runtime/backend/hip/.

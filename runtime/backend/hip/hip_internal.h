@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Shared internals of the hip backend: the backend contract
 // (runtime/backend/backend.h) over one HIP device, with every HIP call made
 // through the dynamically loaded symbol table (dynamic_symbols.h).

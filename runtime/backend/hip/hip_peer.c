@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Peers on the hip backend: hipDeviceCanAccessPeer, then, to enable,
 // hipDeviceEnablePeerAccess from this device (plain device memory) and
 // hipMemPoolSetAccess on the peer's pool for this device, since memory of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The hip backend's stream-ordered allocation and its pool.
 
 #include <stdatomic.h>

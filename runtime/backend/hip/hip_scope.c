@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The hip backend's device scope (hip_internal.h): the entry points that
 // create or look up HIP objects run on the backend's device and give the
 // caller's device back; and the backend's symbol table for hip_graph.c.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The hip backend's streams, events, host functions, copies and fills.
 
 #include <stdatomic.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The few HIP types, enum values and struct layouts the hip backend uses,
 // declared here so the build needs no ROCm headers (which want the HIP
 // compiler's platform defines). Values are checked against ROCm 5.2's

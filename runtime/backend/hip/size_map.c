@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Pointer-to-size map with linear probing.
 
 #include "runtime/backend/hip/size_map.h"

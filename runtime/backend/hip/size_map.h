@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A small thread-safe map from device pointers to allocation sizes.
 //
 // The hip backend needs each live block's size at free time (for its own

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // HIP error translation.
 
 #include "runtime/backend/hip/status_util.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Turning HIP error codes into hipline statuses at the call site.
 //
 // Every HIP call in the backend goes through one of the macros below, which

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The host backend: a CPU implementation of the backend contract.
 //
 // Streams are FIFOs served by worker threads, events are (stream, sequence)

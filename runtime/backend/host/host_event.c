@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Host events: a (stream, sequence) pair, untimed (events_untimed, as
 // hipline's HIP events are).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Shared internals of the host backend: streams served by worker threads and
 // a stream-ordered pool over host memory.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The host backend's stream items and their cache. A leaf: it uses nothing
 // else of the host backend.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Items queued on host streams, and host events.
 #ifndef HIPLINE_RUNTIME_BACKEND_HOST_HOST_ITEM_H_
 #define HIPLINE_RUNTIME_BACKEND_HOST_HOST_ITEM_H_

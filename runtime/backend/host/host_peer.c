@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Peers on the host backend: every device's memory is host memory, so a
 // peer copy is a copy; HIPLINE_HOST_PEERS (base/peer_spec.h) marks pairs
 // that do not reach each other, so that the staged path runs here too.

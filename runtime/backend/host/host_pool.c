@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The host backend's stream-ordered pool.
 //
 // Semantics follow HIP's memory pools:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Host streams: a FIFO of items served by one worker thread per stream.
 
 #include <stdlib.h>

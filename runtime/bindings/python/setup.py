@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Builds the hipline wheel: the ctypes package plus libhipline.so.
 
 The library comes from $LIBHIPLINE when it is set (a built libhipline.so*,

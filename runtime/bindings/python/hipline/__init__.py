@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """hipline from Python: devices, queues, timelines, buffers, invocations and
 executables.
 

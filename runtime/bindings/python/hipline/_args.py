@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Argument checks: every public integer, float, string and handle argument
 is checked here, so nothing is truncated to a C width on the way down."""
 

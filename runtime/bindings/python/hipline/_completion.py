@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Completion callbacks (one ctypes callback for every wait) and the exit
 handling: what queued work can still run finishes; what cannot is
 cancelled."""

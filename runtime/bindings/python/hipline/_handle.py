@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Handles: released once, deterministically or by the GC."""
 
 from __future__ import annotations

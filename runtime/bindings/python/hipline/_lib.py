@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Loads libhipline.so and declares the C signatures (stdlib ctypes only).
 
 The library is found, in order, at:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Buffers (views of allocations) and the arguments of a dispatch."""
 
 from __future__ import annotations

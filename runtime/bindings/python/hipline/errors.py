@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Status codes and the exceptions that carry them.
 
 Every failing call raises `Error`, or rather its subclass for the status

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Executables made from the program's own code objects (docs/executables.md).
 
     exe = hipline.Executable({

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Plain data: what a backend, a device, a pool, a queue, an invocation or
 a device's copies to and from its peers report."""
 

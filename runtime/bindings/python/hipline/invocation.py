@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Functions and invocations: the import/export layer."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The kernels built into the library."""
 
 from __future__ import annotations

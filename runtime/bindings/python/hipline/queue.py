@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Queues: allocation, transfers, host calls and dispatches in timeline
 order."""
 

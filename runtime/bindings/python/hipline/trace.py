@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Traces and memory history (hipline/trace.h): a Chrome trace-event JSON
 of submissions, allocas, deallocas and fallback releases that Perfetto
 opens, and a PyTorch memory snapshot that memory_viz opens.

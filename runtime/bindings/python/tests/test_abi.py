@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The ctypes declarations match the C structs they mirror.
 
 HL_ABI_LAYOUT names a program (tests/python_abi_layout.c) that prints the

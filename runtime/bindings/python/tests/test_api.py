@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The synchronous binding: every handle type, its errors, and release."""
 
 import array

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """assume_no_alias as shortfin spells it, with the C API's precedence:
 the process-wide value (API or HIPLINE_ASSUME_NO_ALIAS), when set, overrides
 every invocation's own value."""

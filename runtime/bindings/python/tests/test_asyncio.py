@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """asyncio: await fence / invocation / queue.idle() without blocking the loop
 and without a thread per wait."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """User executables from Python: hipline.Executable from files and bytes
 keyed by target, Queue.dispatch(..., executable=...); and
 Queue.native_call.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Hostile use of the binding: lifecycle races, closed handles, fences
 failed by the user, integers that do not fit C, fork, exit with stuck work,
 Python functions that never signal. None of it may corrupt memory (the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Several devices from Python: enumeration, peer access, copies between
 devices (peer and staged) and frees ordered after another device's use.
 

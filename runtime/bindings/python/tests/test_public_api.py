@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The package's public surface: __all__, docstrings, type hints, reprs.
 
 public_api_problems() walks the package and every module in it: each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """A short run of bench/serve against itself: every policy answers every
 request correctly, nothing is lost, and both servers stop by themselves."""
 

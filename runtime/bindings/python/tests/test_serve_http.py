@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The serving example as an HTTP server, over loopback: malformed,
 oversized, slow (slowloris) and concurrent requests and a shutdown in the
 middle of a request. Every request gets an HTTP answer with the right

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Traces and memory history from Python (hipline.trace): the Chrome trace
 JSON of a block and its PyTorch memory snapshot."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The package's type hints satisfy a checker: mypy --strict (the settings
 in pyproject.toml) over the package and tests/typing_client.py, client
 code whose deliberate mistakes the hints must catch; and mypy over the

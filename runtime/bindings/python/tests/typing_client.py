@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Client code that test_typecheck.py type-checks with mypy --strict
 against the package (never run). The lines marked `# type: ignore[...]`
 are mistakes a checker must catch: with --warn-unused-ignores, a hint too
