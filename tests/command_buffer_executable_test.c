@@ -20,6 +20,7 @@
 #include "hipline/executable.h"
 #include "tests/hip_test_runtime/hip_test_runtime.h"
 #include "tests/memory_util.h"
+#include "tests/user_kernels/user_kernels_files.h"
 
 //===----------------------------------------------------------------------===//
 // Helpers
@@ -93,55 +94,6 @@ static hl_command_buffer_info_t cb_info(hl_command_buffer_t* cb) {
   hl_command_buffer_info_t info;
   HL_ASSERT_OK(hl_command_buffer_query(cb, &info));
   return info;
-}
-
-// The targets the user kernels were built for (comma-separated).
-static size_t gpu_targets(char targets[][64], size_t capacity) {
-  const char* list = HL_USER_KERNEL_TARGETS;
-  size_t count = 0;
-  while (*list && count < capacity) {
-    size_t n = strcspn(list, ",");
-    memcpy(targets[count], list, n);
-    targets[count][n] = '\0';
-    ++count;
-    list += n + (list[n] == ',');
-  }
-  return count;
-}
-
-static void object_path(const char* target, char* out, size_t capacity) {
-  char stem[64];
-  size_t j = 0;
-  for (const char* p = target; *p && j + 4 < sizeof(stem); ++p) {
-    if (*p == '+') {
-      j += (size_t)snprintf(stem + j, sizeof(stem) - j, "_on");
-    } else if (*p == '-') {
-      j += (size_t)snprintf(stem + j, sizeof(stem) - j, "_off");
-    } else if (*p == ':') {
-      stem[j++] = '_';
-    } else {
-      stem[j++] = *p;
-    }
-  }
-  stem[j] = '\0';
-  snprintf(out, capacity, "%s/user_kernels_%s.co", HL_USER_KERNELS_DIR, stem);
-}
-
-// An executable of every GPU object (from files, tagged) and the host twin.
-static hl_executable_t* make_executable(void) {
-  char targets[16][64];
-  char paths[16][512];
-  hl_code_object_t objects[17];
-  size_t n = gpu_targets(targets, 16);
-  for (size_t i = 0; i < n; ++i) {
-    object_path(targets[i], paths[i], sizeof(paths[i]));
-    objects[i] = (hl_code_object_t){.target = targets[i], .path = paths[i]};
-  }
-  objects[n] = (hl_code_object_t){.target = HL_TARGET_ID_HOST,
-                                  .path = HL_USER_KERNELS_HOST};
-  hl_executable_t* e = NULL;
-  HL_ASSERT_OK(hl_executable_create(n + 1, objects, &e));
-  return e;
 }
 
 static hl_kernel_arg_t buf_arg(hl_buffer_t* b, hl_access_t access) {

@@ -27,6 +27,7 @@
 #include "hipline/time.h"
 #include "runtime/executable/code_object.h"
 #include "tests/test_util.h"
+#include "tests/user_kernels/user_kernels_files.h"
 
 #define MS ((hl_duration_t)1000000)
 #define DEADLINE() hl_deadline_after(20000 * MS)
@@ -74,55 +75,6 @@ static void* read_file(const char* path, size_t* out_size) {
   fclose(f);
   *out_size = (size_t)size;
   return data;
-}
-
-// The targets the user kernels were built for, and their files.
-static size_t gpu_targets(char targets[][64], size_t capacity) {
-  const char* list = HL_USER_KERNEL_TARGETS;
-  size_t count = 0;
-  while (*list && count < capacity) {
-    size_t n = strcspn(list, ",");
-    memcpy(targets[count], list, n);
-    targets[count][n] = '\0';
-    ++count;
-    list += n + (list[n] == ',');
-  }
-  return count;
-}
-
-static void object_path(const char* target, char* out, size_t capacity) {
-  char stem[64];
-  size_t j = 0;
-  for (const char* p = target; *p && j + 4 < sizeof(stem); ++p) {
-    if (*p == '+') {
-      j += (size_t)snprintf(stem + j, sizeof(stem) - j, "_on");
-    } else if (*p == '-') {
-      j += (size_t)snprintf(stem + j, sizeof(stem) - j, "_off");
-    } else if (*p == ':') {
-      stem[j++] = '_';
-    } else {
-      stem[j++] = *p;
-    }
-  }
-  stem[j] = '\0';
-  snprintf(out, capacity, "%s/user_kernels_%s.co", HL_USER_KERNELS_DIR, stem);
-}
-
-// An executable of every GPU object (from files, tagged) and the host twin.
-static hl_executable_t* make_executable(void) {
-  char targets[16][64];
-  char paths[16][512];
-  hl_code_object_t objects[17];
-  size_t n = gpu_targets(targets, 16);
-  for (size_t i = 0; i < n; ++i) {
-    object_path(targets[i], paths[i], sizeof(paths[i]));
-    objects[i] = (hl_code_object_t){.target = targets[i], .path = paths[i]};
-  }
-  objects[n] = (hl_code_object_t){.target = HL_TARGET_ID_HOST,
-                                  .path = HL_USER_KERNELS_HOST};
-  hl_executable_t* e = NULL;
-  HL_ASSERT_OK(hl_executable_create(n + 1, objects, &e));
-  return e;
 }
 
 typedef struct timeline_t {
